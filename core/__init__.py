@@ -1,0 +1,49 @@
+"""Pure PPO maths: tensors in, tensors out.
+
+No modules, optimisers, environments, global state or I/O. Imports only
+``torch`` and the standard library, so it can be used on its own.
+"""
+
+from core.advantages import bootstrap_truncated, gae
+from core.distributions import (
+    multi_discrete_entropy_coef,
+    normalized_entropy_coef,
+    squash,
+    squashed_entropy,
+    squashed_log_prob,
+    tanh_log_abs_det_jacobian,
+    unsquash,
+)
+from core.losses import MAX_LOG_RATIO, clip_loss, value_loss
+from core.schedules import linear_schedule
+from core.stats import (
+    approx_kl,
+    batch_moments,
+    clip_fraction,
+    explained_variance,
+    merge_moments,
+    normalize_advantages,
+    normalize_obs,
+)
+
+__all__ = [
+    "MAX_LOG_RATIO",
+    "approx_kl",
+    "batch_moments",
+    "bootstrap_truncated",
+    "clip_fraction",
+    "clip_loss",
+    "explained_variance",
+    "gae",
+    "linear_schedule",
+    "merge_moments",
+    "multi_discrete_entropy_coef",
+    "normalize_advantages",
+    "normalize_obs",
+    "normalized_entropy_coef",
+    "squash",
+    "squashed_entropy",
+    "squashed_log_prob",
+    "tanh_log_abs_det_jacobian",
+    "unsquash",
+]

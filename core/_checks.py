@@ -1,0 +1,59 @@
+"""Shape and value checks shared by the core functions.
+
+They raise ``ValueError`` with a one-line message naming the offending shapes
+or values, so that silent broadcasting (the classic ``[B]`` against ``[B, 1]``
+bug) never reaches the maths.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_same_shape(**tensors: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless every named tensor has the same shape."""
+    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
+    if len(set(shapes.values())) > 1:
+        listed = ", ".join(f"{name} {list(s)}" for name, s in shapes.items())
+        raise ValueError(f"shape mismatch: {listed}; these must all have the same shape")
+
+
+def check_floating(**tensors: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless every named tensor is floating point."""
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+
+
+def check_same_dtype(**tensors: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless every named tensor has the same dtype."""
+    dtypes = {name: t.dtype for name, t in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{name} {d}" for name, d in dtypes.items())
+        raise ValueError(f"dtype mismatch: {listed}; these must share one floating dtype")
+
+
+def check_unit_interval(**values: float) -> None:
+    """Raise ``ValueError`` unless every named number lies in [0, 1]."""
+    for name, v in values.items():
+        if not 0.0 <= float(v) <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {v}")
+
+
+def check_flag(name: str, flag: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless ``flag`` is bool or floating point."""
+    if flag.dtype != torch.bool and not flag.is_floating_point():
+        raise ValueError(f"{name} must be a bool or floating-point tensor, got dtype {flag.dtype}")
+
+
+def broadcast_to_last(name: str, value: torch.Tensor, target: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless ``value`` broadcasts to ``target.shape`` without growing it."""
+    try:
+        shape = torch.broadcast_shapes(value.shape, target.shape)
+    except RuntimeError:
+        shape = None
+    if shape != target.shape:
+        raise ValueError(
+            f"{name} of shape {list(value.shape)} does not broadcast to raw_action's shape "
+            f"{list(target.shape)}"
+        )

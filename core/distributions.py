@@ -1,0 +1,233 @@
+"""Pure functions for the tanh-squashed Gaussian and for categorical policies.
+
+The continuous policy samples ``u ~ Normal(mean, std)`` (the raw, pre-tanh
+action) and acts with ``a = tanh(u) * action_scale + action_bias``. Storing
+``u`` rather than ``a`` means log-probabilities never need ``atanh``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.distributions import Normal
+from torch.nn.functional import softplus
+
+from core._checks import broadcast_to_last, check_floating
+
+_LOG2 = math.log(2.0)
+
+
+def _as_tensor(value: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
+    return torch.as_tensor(value, dtype=like.dtype, device=like.device)
+
+
+def squash(
+    raw_action: torch.Tensor,
+    action_scale: torch.Tensor | float,
+    action_bias: torch.Tensor | float,
+) -> torch.Tensor:
+    """Map a raw Gaussian action into a Box: ``a = tanh(u) * scale + bias``.
+
+    Args:
+        raw_action: ``[..., A]`` float, the pre-tanh action ``u``.
+        action_scale: ``[A]`` tensor or float, ``(high - low) / 2`` of the Box.
+        action_bias: ``[A]`` tensor or float, ``(high + low) / 2`` of the Box.
+
+    Returns:
+        ``[..., A]`` action inside ``[low, high]`` (the closed interval: float
+        tanh saturates to exactly +-1 for ``|u|`` above about 9 in float32).
+
+    Raises:
+        ValueError: if scale or bias does not broadcast to ``raw_action``'s shape.
+    """
+    check_floating(raw_action=raw_action)
+    scale = _as_tensor(action_scale, raw_action)
+    bias = _as_tensor(action_bias, raw_action)
+    broadcast_to_last("action_scale", scale, raw_action)
+    broadcast_to_last("action_bias", bias, raw_action)
+    return torch.tanh(raw_action) * scale + bias
+
+
+def unsquash(
+    action: torch.Tensor,
+    action_scale: torch.Tensor | float,
+    action_bias: torch.Tensor | float,
+) -> torch.Tensor:
+    """Invert :func:`squash`: ``u = atanh((a - bias) / scale)``, always finite.
+
+    The normalised action ``(a - bias) / scale`` is clamped into the open
+    interval ``(-1 + eps, 1 - eps)`` with ``eps = torch.finfo(dtype).eps``
+    before ``atanh``, so actions at or beyond the bounds map to a large finite
+    raw action (about +-8.3 in float32, +-18.7 in float64), never to inf.
+
+    Args:
+        action: ``[..., A]`` float action in the env's units.
+        action_scale: ``[A]`` tensor or float, positive.
+        action_bias: ``[A]`` tensor or float.
+
+    Returns:
+        ``[..., A]`` raw action, same dtype.
+
+    Raises:
+        ValueError: if scale or bias does not broadcast to ``action``'s shape.
+    """
+    check_floating(action=action)
+    scale = _as_tensor(action_scale, action)
+    bias = _as_tensor(action_bias, action)
+    broadcast_to_last("action_scale", scale, action)
+    broadcast_to_last("action_bias", bias, action)
+    eps = torch.finfo(action.dtype).eps
+    y = ((action - bias) / scale).clamp(-1.0 + eps, 1.0 - eps)
+    return torch.atanh(y)
+
+
+def tanh_log_abs_det_jacobian(
+    raw_action: torch.Tensor, action_scale: torch.Tensor | float
+) -> torch.Tensor:
+    """``log |d a / d u|`` of ``a = tanh(u) * scale + bias``, per dimension.
+
+    Uses the stable identity ``log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u))``,
+    finite for every finite ``u`` (the naive form is ``log(0) = -inf`` once
+    float tanh saturates, at ``|u|`` above about 9 in float32).
+
+    Args:
+        raw_action: ``[..., A]`` float.
+        action_scale: ``[A]`` tensor or float, positive.
+
+    Returns:
+        ``[..., A]`` log-Jacobian per dimension (not summed).
+
+    Raises:
+        ValueError: if the scale does not broadcast to ``raw_action``'s shape.
+    """
+    check_floating(raw_action=raw_action)
+    scale = _as_tensor(action_scale, raw_action)
+    broadcast_to_last("action_scale", scale, raw_action)
+    return torch.log(scale) + 2.0 * (_LOG2 - raw_action - softplus(-2.0 * raw_action))
+
+
+def squashed_log_prob(
+    raw_action: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    action_scale: torch.Tensor | float,
+) -> torch.Tensor:
+    """Log-density of ``a = tanh(u) * scale + bias`` with ``u ~ Normal(mean, std)``.
+
+    By the change of variables (the bias does not enter)::
+
+        log p(a) = sum_i [ log N(u_i; mean_i, std_i) - log|d a_i / d u_i| ]
+        log|d a_i / d u_i| = log(scale_i) + 2 * (log 2 - u_i - softplus(-2 u_i))
+
+    Values and gradients are finite for every finite ``u``, including
+    ``|u| = 30`` where float32 ``tanh`` is exactly 1. See "Soft Actor-Critic",
+    Haarnoja et al., 2018: arXiv:1801.01290, appendix C, eq. (21).
+
+    Entropy: the squashed distribution has no closed-form entropy. Its entropy
+    is ``H[a] = H[u] + E_u[ sum_i log|d a_i / d u_i| ]`` (Gaussian entropy
+    plus the expected log-Jacobian). :func:`squashed_entropy` gives the
+    one-sample reparameterised estimate of that expression, which is what the
+    shell logs and what the entropy bonus uses.
+
+    Args:
+        raw_action: ``[..., A]`` float, the pre-tanh action ``u``.
+        mean: broadcastable to ``[..., A]`` (torch rules), Gaussian mean.
+        std: broadcastable to ``[..., A]``, positive Gaussian std.
+        action_scale: ``[A]`` tensor or float, positive Box half-width.
+
+    Returns:
+        log_prob: ``[...]`` (summed over the last dimension), dtype of ``raw_action``.
+
+    Raises:
+        ValueError: if mean, std or action_scale do not broadcast to
+            ``raw_action``'s shape, or ``raw_action`` has no action dimension.
+    """
+    check_floating(raw_action=raw_action, mean=mean, std=std)
+    if raw_action.dim() == 0:
+        raise ValueError("raw_action must have a trailing action dimension [..., A], got a scalar")
+    broadcast_to_last("mean", mean, raw_action)
+    broadcast_to_last("std", std, raw_action)
+    gaussian = Normal(mean, std, validate_args=False).log_prob(raw_action)
+    return (gaussian - tanh_log_abs_det_jacobian(raw_action, action_scale)).sum(dim=-1)
+
+
+def squashed_entropy(
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    noise: torch.Tensor,
+    action_scale: torch.Tensor | float,
+) -> torch.Tensor:
+    """One-sample reparameterised estimate of the squashed Gaussian's entropy.
+
+    ``H[a] = H[u] + E[sum_i log|d a_i / d u_i|]`` with ``u = mean + std * noise``;
+    the Gaussian part is exact (``0.5 * log(2 pi e std^2)`` per dimension), the
+    Jacobian term is evaluated at the one sample. The estimate is unbiased for
+    ``noise ~ Normal(0, 1)`` and differentiable in ``mean`` and ``std``, so an
+    entropy bonus built on it cannot be gamed by pushing ``u`` into tanh's flat
+    tails. The caller draws ``noise`` (``torch.randn_like``), which keeps this
+    function pure.
+
+    Args:
+        mean: ``[..., A]`` float.
+        std: broadcastable to ``[..., A]``, positive.
+        noise: ``[..., A]`` standard-normal draws.
+        action_scale: ``[A]`` tensor or float, positive.
+
+    Returns:
+        ``[...]`` entropy estimate in nats, summed over the last dimension.
+
+    Raises:
+        ValueError: if the shapes do not broadcast to ``noise``'s shape.
+    """
+    check_floating(mean=mean, std=std, noise=noise)
+    broadcast_to_last("mean", mean, noise)
+    broadcast_to_last("std", std, noise)
+    raw_action = mean + std * noise
+    gaussian = Normal(mean, std, validate_args=False).entropy().expand_as(noise)
+    return (gaussian + tanh_log_abs_det_jacobian(raw_action, action_scale)).sum(dim=-1)
+
+
+def normalized_entropy_coef(num_actions: int, base_coef: float = 0.01) -> float:
+    """Entropy coefficient scaled by the maximum entropy of a Categorical.
+
+    ``base_coef / ln(num_actions)``: a uniform policy over ``n`` actions has
+    entropy ``ln(n)``, so this makes the bonus of a maximally uncertain policy
+    equal to ``base_coef`` whatever the number of actions.
+
+    Args:
+        num_actions: number of discrete actions n, an int >= 2.
+        base_coef: coefficient for a normalised entropy in [0, 1].
+
+    Returns:
+        The coefficient, a Python float.
+
+    Raises:
+        ValueError: if ``num_actions`` is not an int >= 2.
+    """
+    if isinstance(num_actions, bool) or not isinstance(num_actions, int) or num_actions < 2:
+        raise ValueError(f"num_actions must be an int >= 2, got {num_actions!r}")
+    return float(base_coef) / math.log(num_actions)
+
+
+def multi_discrete_entropy_coef(nvec: list[int] | tuple[int, ...], base_coef: float = 0.01) -> float:
+    """Entropy coefficient for a MultiDiscrete space: ``base_coef / sum_i ln(n_i)``.
+
+    The joint entropy of independent Categoricals is the sum of their
+    entropies, at most ``sum_i ln(n_i)``; components with ``n_i = 1`` carry no
+    entropy and add nothing.
+
+    Args:
+        nvec: number of choices per component, ints >= 1 with at least one >= 2.
+        base_coef: coefficient for a normalised entropy in [0, 1].
+
+    Returns:
+        The coefficient, a Python float.
+
+    Raises:
+        ValueError: if every component has fewer than 2 choices or one is < 1.
+    """
+    sizes = [int(n) for n in nvec]
+    if any(n < 1 for n in sizes) or not any(n >= 2 for n in sizes):
+        raise ValueError(f"nvec must hold ints >= 1 with at least one >= 2, got {list(nvec)}")
+    return float(base_coef) / sum(math.log(n) for n in sizes)

@@ -1,0 +1,198 @@
+"""Statistics: advantage normalisation, PPO diagnostics, running moments."""
+
+from __future__ import annotations
+
+import torch
+
+from core._checks import check_floating, check_same_shape
+
+
+def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8, rtol: float = 1e-5) -> torch.Tensor:
+    """Standardise advantages to zero mean and unit (population) std.
+
+    ``(A - mean(A)) / std(A)``, with the population std (``correction=0``).
+    A batch whose std is at most ``eps + rtol * |mean(A)|`` counts as having
+    zero spread (float rounding makes an all-equal batch's centred values
+    tiny but non-zero) and maps to zeros. So a minibatch of one, or of equal
+    values, gives zeros: never NaN or inf. Standard practice since OpenAI
+    baselines' ppo2; see "What Matters in On-Policy Reinforcement Learning?",
+    Andrychowicz et al., 2020: arXiv:2006.05990.
+
+    Args:
+        advantages: ``[B]`` float, B >= 1 (any shape; statistics over all elements).
+        eps: absolute floor of the std below which spread counts as zero.
+        rtol: relative floor, times ``|mean|``.
+
+    Returns:
+        Same shape and dtype.
+
+    Raises:
+        ValueError: for a non-float or empty tensor.
+    """
+    check_floating(advantages=advantages)
+    if advantages.numel() == 0:
+        raise ValueError("normalize_advantages got an empty tensor")
+    mean = advantages.mean()
+    centered = advantages - mean
+    std = centered.pow(2).mean().sqrt()
+    has_spread = std > eps + rtol * mean.abs()
+    return torch.where(has_spread, centered / torch.where(has_spread, std, torch.ones_like(std)), 0.0 * centered)
+
+
+def approx_kl(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor) -> torch.Tensor:
+    """The k3 estimator of KL(pi_old || pi_new): ``mean((r - 1) - log r)``.
+
+    ``r = exp(new_log_prob - old_log_prob)``, for actions drawn from pi_old.
+    Unbiased and never negative. See John Schulman, "Approximating KL
+    Divergence", 2020: http://joschu.net/blog/kl-approx.html.
+
+    Args:
+        new_log_prob: ``[B]`` float.
+        old_log_prob: ``[B]`` float.
+
+    Returns:
+        A 0-d tensor (nats). It is inf only if a log-ratio overflows exp().
+
+    Raises:
+        ValueError: on mismatched shapes or non-float inputs.
+    """
+    check_floating(new_log_prob=new_log_prob, old_log_prob=old_log_prob)
+    check_same_shape(new_log_prob=new_log_prob, old_log_prob=old_log_prob)
+    log_ratio = new_log_prob - old_log_prob
+    return (torch.expm1(log_ratio) - log_ratio).mean()
+
+
+def clip_fraction(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, clip_coef: float) -> torch.Tensor:
+    """Fraction of samples whose ratio lies outside ``[1 - clip_coef, 1 + clip_coef]``.
+
+    Args:
+        new_log_prob: ``[B]`` float.
+        old_log_prob: ``[B]`` float.
+        clip_coef: the PPO epsilon, > 0.
+
+    Returns:
+        A 0-d tensor in [0, 1], dtype of the inputs.
+
+    Raises:
+        ValueError: on mismatched shapes or non-float inputs.
+    """
+    check_floating(new_log_prob=new_log_prob, old_log_prob=old_log_prob)
+    check_same_shape(new_log_prob=new_log_prob, old_log_prob=old_log_prob)
+    ratio = torch.exp(new_log_prob - old_log_prob)
+    return ((ratio - 1.0).abs() > clip_coef).to(new_log_prob.dtype).mean()
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """``1 - Var[R - V] / Var[R]``: how much of the returns' variance the critic explains.
+
+    1 is a perfect critic, 0 no better than a constant, negative worse. When
+    the returns have zero variance the ratio is undefined; this returns 0
+    then (never NaN). Population variances.
+
+    Args:
+        values: ``[B]`` float predictions.
+        returns: ``[B]`` float targets.
+
+    Returns:
+        A 0-d tensor.
+
+    Raises:
+        ValueError: on mismatched shapes, non-float inputs or an empty batch.
+    """
+    check_floating(values=values, returns=returns)
+    check_same_shape(values=values, returns=returns)
+    if returns.numel() == 0:
+        raise ValueError("explained_variance got an empty batch")
+    var_returns = returns.var(correction=0)
+    var_residual = (returns - values).var(correction=0)
+    safe = torch.where(var_returns > 0, var_returns, torch.ones_like(var_returns))
+    return torch.where(var_returns > 0, 1.0 - var_residual / safe, torch.zeros_like(var_returns))
+
+
+def merge_moments(
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    count: torch.Tensor | float,
+    batch_mean: torch.Tensor,
+    batch_var: torch.Tensor,
+    batch_count: torch.Tensor | float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | float]:
+    """Merge two sets of (mean, population variance, count) statistics.
+
+    The parallel algorithm of Chan, Golub and LeVeque, "Updating Formulae and a
+    Pairwise Algorithm for Computing Sample Variances", 1979::
+
+        n     = n_a + n_b
+        delta = mean_b - mean_a
+        mean  = mean_a + delta * n_b / n
+        M2    = var_a * n_a + var_b * n_b + delta^2 * n_a * n_b / n
+        var   = M2 / n
+
+    Symmetric in its two operands and associative, so per-rank statistics
+    can be merged in any order. Merging with a zero count returns the other
+    operand.
+
+    Args:
+        mean, var: ``[S]`` (any shape) running statistics, float.
+        count: 0-d tensor or float, number of samples behind them (>= 0).
+        batch_mean, batch_var: same shape, statistics of the new batch.
+        batch_count: 0-d tensor or float, its number of samples (>= 0).
+
+    Returns:
+        ``(mean, var, count)`` merged, new tensors.
+
+    Raises:
+        ValueError: on mismatched shapes or a total count of zero.
+    """
+    check_floating(mean=mean, var=var, batch_mean=batch_mean, batch_var=batch_var)
+    check_same_shape(mean=mean, var=var, batch_mean=batch_mean, batch_var=batch_var)
+    total = count + batch_count
+    if not isinstance(total, torch.Tensor) and total <= 0:
+        raise ValueError(f"merge_moments needs a positive total count, got {count} + {batch_count}")
+    delta = batch_mean - mean
+    new_mean = mean + delta * (batch_count / total)
+    m2 = var * count + batch_var * batch_count + delta.pow(2) * (count * batch_count / total)
+    return new_mean, m2 / total, total
+
+
+def batch_moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Mean and population variance over the leading dimension, and the count.
+
+    Args:
+        x: ``[B, ...]`` float, B >= 1.
+
+    Returns:
+        ``(mean [...], var [...], B)``.
+
+    Raises:
+        ValueError: for a non-float input or an empty batch.
+    """
+    check_floating(x=x)
+    if x.dim() == 0 or x.shape[0] == 0:
+        raise ValueError(f"batch_moments needs a [B, ...] tensor with B >= 1, got {list(x.shape)}")
+    return x.mean(dim=0), x.var(dim=0, correction=0), x.shape[0]
+
+
+def normalize_obs(
+    obs: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, clip: float = 10.0, eps: float = 1e-8
+) -> torch.Tensor:
+    """``clip((obs - mean) / sqrt(var + eps), -clip, clip)``.
+
+    Args:
+        obs: ``[..., S]`` float observations.
+        mean: ``[S]`` running mean.
+        var: ``[S]`` running population variance.
+        clip: positive bound applied after normalisation.
+        eps: added to the variance for a never-varying feature.
+
+    Returns:
+        ``[..., S]`` normalised observations, dtype of ``obs``.
+
+    Raises:
+        ValueError: if mean/var do not match obs's trailing shape.
+    """
+    check_floating(obs=obs, mean=mean, var=var)
+    check_same_shape(mean=mean, var=var)
+    if tuple(obs.shape[obs.dim() - mean.dim():]) != tuple(mean.shape):
+        raise ValueError(f"obs of shape {list(obs.shape)} does not end in the statistics' shape {list(mean.shape)}")
+    return ((obs - mean) / torch.sqrt(var + eps)).clamp(-clip, clip)
