@@ -48,12 +48,11 @@ def check_flag(name: str, flag: torch.Tensor) -> None:
 
 def broadcast_to_last(name: str, value: torch.Tensor, target: torch.Tensor) -> None:
     """Raise ``ValueError`` unless ``value`` broadcasts to ``target.shape`` without growing it."""
-    try:
-        shape = torch.broadcast_shapes(value.shape, target.shape)
-    except RuntimeError:
-        shape = None
-    if shape != target.shape:
+    vshape, tshape = value.shape, target.shape
+    ok = len(vshape) <= len(tshape) and all(
+        v == 1 or v == t for v, t in zip(reversed(vshape), reversed(tshape), strict=False)
+    )
+    if not ok:
         raise ValueError(
-            f"{name} of shape {list(value.shape)} does not broadcast to raw_action's shape "
-            f"{list(target.shape)}"
+            f"{name} of shape {list(vshape)} does not broadcast to raw_action's shape {list(tshape)}"
         )

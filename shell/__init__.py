@@ -1,0 +1,1 @@
+"""The stateful half: config, envs, networks, storage, the PPO update, the runner."""

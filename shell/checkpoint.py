@@ -1,0 +1,56 @@
+"""Atomic checkpoint files, loaded with ``weights_only=True`` so they cannot run code."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from shell.errors import ConfigError
+
+FORMAT_VERSION = 1
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
+    """Write ``state`` (plus the format version) to ``path`` atomically.
+
+    The bytes go to a temporary file in the same folder, are fsynced, then
+    renamed over ``path``: a reader sees the old file or the new one, never a
+    partial one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format_version": FORMAT_VERSION, **state}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint written by :func:`save_checkpoint`.
+
+    Raises:
+        ConfigError: missing, truncated or corrupt file, or an unknown format version.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"checkpoint {path} not found")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"checkpoint {path} is truncated or corrupt ({first[:160]})") from None
+    if not isinstance(state, dict) or state.get("format_version") != FORMAT_VERSION:
+        version = state.get("format_version") if isinstance(state, dict) else None
+        raise ConfigError(f"checkpoint {path} has format version {version!r}; this library reads {FORMAT_VERSION}")
+    return state

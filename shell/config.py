@@ -1,0 +1,328 @@
+"""Frozen, validated run configuration loaded from TOML.
+
+One attrs class per concern (env, policy, ppo, run); every field carries a
+one-line ``help`` in its metadata. Values are checked when the classes are
+built, so a bad config fails before any env is made, with one line naming the
+key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from shell.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+# ----------------------------------------------------------------------------- validators
+def _range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False):
+    def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is None:
+            return
+        bad = (lo is not None and (value <= lo if lo_open else value < lo)) or (
+            hi is not None and (value >= hi if hi_open else value > hi)
+        )
+        if bad:
+            left = "(" if lo_open else "["
+            right = ")" if hi_open else "]"
+            allowed = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
+            raise ConfigError(f"{_key(attribute)} = {value!r} is out of range; allowed: {allowed}")
+
+    return check
+
+
+def _one_of(*choices: str):
+    def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value not in choices:
+            raise ConfigError(f"{_key(attribute)} = {value!r} is not allowed; choose one of {list(choices)}")
+
+    return check
+
+
+def _positive_ints(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not value or any(v <= 0 for v in value):
+        raise ConfigError(f"{_key(attribute)} = {value!r}: needs a non-empty list of positive ints")
+
+
+def _key(attribute: attrs.Attribute) -> str:
+    return f"{attribute.metadata.get('section', '?')}.{attribute.name}"
+
+
+def _field(default: Any, help: str, validator: Any = None) -> Any:
+    return attrs.field(default=default, validator=validator, metadata={"help": help})
+
+
+def _section(name: str):
+    """Class decorator: a frozen attrs class whose fields know their TOML section."""
+
+    def wrap(cls: type) -> type:
+        for value in cls.__dict__.values():
+            if isinstance(value, attrs.Attribute | type(attrs.field())):
+                value.metadata = {**value.metadata, "section": name}
+        cls = attrs.frozen(kw_only=True)(cls)
+        cls.SECTION = name
+        return cls
+
+    return wrap
+
+
+# ----------------------------------------------------------------------------- sections
+@_section("env")
+class EnvConfig:
+    """Which environment, how many copies, and how they run."""
+
+    id: str = _field("Pendulum-v1", "Gymnasium id, including 'my_module:MyEnv-v0' for your own env.")
+    num_envs: int = _field(16, "Parallel envs per process.", _range(1))
+    vectorization_mode: str = _field("sync", "Gymnasium vector env: 'sync' or 'async'.", _one_of("sync", "async"))
+    backend: str = _field("gymnasium", "'gymnasium' (CPU envs) or 'torch' (batched tensor envs).", _one_of("gymnasium"))
+    max_episode_steps: int | None = _field(None, "Override the env's time limit (absent = registered one).", _range(1))
+
+
+@_section("policy")
+class PolicyConfig:
+    """Actor and critic networks."""
+
+    hidden_sizes: list[int] = _field([64, 64], "Hidden layer widths of the actor and of the critic.", _positive_ints)
+    activation: str = _field("tanh", "Hidden activation: 'tanh', 'relu', 'elu' or 'silu'.",
+                             _one_of("tanh", "relu", "elu", "silu"))
+    std: str = _field("parameter", "'parameter' (state-independent log-std) or 'state' (softplus head).",
+                      _one_of("parameter", "state"))
+    init_log_std: float = _field(0.0, "Initial log-std of the Gaussian (continuous actions).", _range(-20.0, 2.0))
+
+
+@_section("ppo")
+class PPOConfig:
+    """The PPO update."""
+
+    num_steps: int = _field(200, "Rollout length T per env.", _range(1))
+    gamma: float = _field(0.99, "Discount factor.", _range(0.0, 1.0))
+    gae_lambda: float = _field(0.95, "GAE lambda.", _range(0.0, 1.0))
+    learning_rate: float = _field(3e-4, "Adam learning rate.", _range(0.0, lo_open=True))
+    anneal_lr: bool = _field(False, "Anneal the learning rate linearly to 0 over training.")
+    num_minibatches: int = _field(8, "Minibatches per epoch.", _range(1))
+    update_epochs: int = _field(10, "Passes over each rollout.", _range(1))
+    clip_coef: float = _field(0.2, "PPO ratio clip epsilon.", _range(0.0, lo_open=True))
+    clip_vloss: bool = _field(False, "Clip the value loss against the rollout-time values.")
+    ent_coef: float | None = _field(
+        None, "Entropy bonus; absent = 0 for Box actions, normalized_entropy_coef(n) for Discrete(n).",
+        _range(0.0))
+    vf_coef: float = _field(0.5, "Value-loss coefficient.", _range(0.0))
+    max_grad_norm: float = _field(0.5, "Global gradient-norm clip.", _range(0.0, lo_open=True))
+    norm_adv: bool = _field(True, "Normalise advantages per minibatch.")
+    target_kl: float | None = _field(None, "Stop the epochs early once approx_kl exceeds this (absent = never).",
+                                     _range(0.0, lo_open=True))
+    adam_eps: float = _field(1e-5, "Adam epsilon.", _range(0.0, lo_open=True))
+    reward_scale: float = _field(1.0, "Constant factor on rewards before GAE (logged returns stay raw).",
+                                 _range(0.0, lo_open=True))
+
+
+@_section("run")
+class RunConfig:
+    """Seeds, length, device and evaluation."""
+
+    seed: int = _field(0, "Seed of torch and of the envs (sub-env i gets seed + i).", _range(0))
+    total_timesteps: int = _field(100_000, "Env steps over all envs; rounds up to whole rollouts.", _range(1))
+    device: str = _field("auto", "'cpu', 'cuda' or 'auto' (cuda when available).", _one_of("cpu", "cuda", "auto"))
+    eval_episodes: int = _field(20, "Deterministic evaluation episodes at the end (0 = none).", _range(0))
+    torch_threads: int = _field(1, "torch.set_num_threads; small MLPs are fastest with 1 per process.", _range(1))
+
+
+SECTIONS: dict[str, type] = {"env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "run": RunConfig}
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """The whole run configuration, with derived sizes as properties."""
+
+    env: EnvConfig = attrs.field(factory=EnvConfig)
+    policy: PolicyConfig = attrs.field(factory=PolicyConfig)
+    ppo: PPOConfig = attrs.field(factory=PPOConfig)
+    run: RunConfig = attrs.field(factory=RunConfig)
+
+    def __attrs_post_init__(self) -> None:
+        if self.batch_size % self.ppo.num_minibatches:
+            raise ConfigError(
+                f"env.num_envs * ppo.num_steps = {self.batch_size} is not divisible by "
+                f"ppo.num_minibatches = {self.ppo.num_minibatches}"
+            )
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions per rollout: ``num_steps * num_envs``."""
+        return self.ppo.num_steps * self.env.num_envs
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.ppo.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        """Rollouts to run: ``total_timesteps`` rounded up to whole rollouts."""
+        return -(-self.run.total_timesteps // self.batch_size)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: attrs.asdict(getattr(self, name)) for name in SECTIONS}
+
+
+# ----------------------------------------------------------------------------- loading
+def _check_type(key: str, value: Any, annotation: Any) -> Any:
+    """Return ``value`` coerced to ``annotation`` or raise a one-line ConfigError."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _check_type(key, value, args[0])
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} = {value!r} has the wrong type; expected a list of {item.__name__}")
+        return [_check_type(key, v, item) for v in value]
+    ok = {
+        bool: isinstance(value, bool),
+        int: (isinstance(value, int) and not isinstance(value, bool))
+        or (isinstance(value, float) and value.is_integer()),
+        float: isinstance(value, int | float) and not isinstance(value, bool),
+        str: isinstance(value, str),
+    }[annotation]
+    if not ok:
+        raise ConfigError(f"{key} = {value!r} has the wrong type; expected {annotation.__name__}")
+    return annotation(value)
+
+
+def _closest(word: str, candidates: list[str]) -> str:
+    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.5)
+    return f"; did you mean {match[0]!r}?" if match else f"; known: {sorted(candidates)}"
+
+
+def config_from_dict(data: dict[str, Any]) -> Config:
+    """Build a validated :class:`Config` from nested ``{section: {key: value}}``.
+
+    Raises:
+        ConfigError: unknown section or key (with the closest known one), wrong
+            type, or out-of-range value.
+    """
+    sections: dict[str, Any] = {}
+    for name, values in data.items():
+        if name not in SECTIONS:
+            raise ConfigError(f"unknown config section [{name}]{_closest(name, list(SECTIONS))}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"[{name}] must be a table of keys, got {values!r}")
+        cls = SECTIONS[name]
+        hints = typing.get_type_hints(cls)
+        fields = attrs.fields_dict(cls)
+        kwargs = {}
+        for key, value in values.items():
+            if key not in fields:
+                raise ConfigError(f"unknown config key {name}.{key}{_closest(key, list(fields))}")
+            kwargs[key] = _check_type(f"{name}.{key}", value, hints[key])
+        sections[name] = cls(**kwargs)
+    return Config(**sections)
+
+
+def resolve_config_path(name: str) -> Path:
+    """Find ``name`` as given, then in the project's configs/ folder; ``.toml`` may be left out.
+
+    Raises:
+        ConfigError: if no such file exists.
+    """
+    candidates = [Path(name), CONFIG_DIR / name]
+    if not name.endswith(".toml"):
+        candidates += [Path(name + ".toml"), CONFIG_DIR / (name + ".toml")]
+    for path in candidates:
+        if path.is_file():
+            return path
+    known = sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+    raise ConfigError(f"config file {name!r} not found (looked in . and {CONFIG_DIR}); shipped configs: {known}")
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file.
+
+    Raises:
+        ConfigError: unreadable file, or malformed TOML (with tomllib's line and column).
+    """
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"malformed TOML in {path}: {exc}") from None
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """Split ``section.key=value``; the value is parsed as TOML, else kept as a string.
+
+    Raises:
+        ConfigError: if the text is not of the form ``section.key=value`` or names
+            an unknown section or key.
+    """
+    path, sep, raw = text.partition("=")
+    section, dot, key = path.strip().partition(".")
+    if not sep or not dot or not section or not key or "." in key:
+        raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. --set ppo.gamma=0.99")
+    if section not in SECTIONS:
+        raise ConfigError(f"--set {text!r}: unknown section {section!r}{_closest(section, list(SECTIONS))}")
+    fields = attrs.fields_dict(SECTIONS[section])
+    if key not in fields:
+        raise ConfigError(f"--set {text!r}: unknown key {section}.{key}{_closest(key, list(fields))}")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return section, key, value
+
+
+def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) -> Config:
+    """Load a config file, apply ``--set`` overrides, then explicit flags (which win).
+
+    Args:
+        name: config file name or path (``None`` = all defaults).
+        overrides: ``section.key=value`` strings.
+        explicit: ``run`` keys from explicit CLI flags (``seed``, ``total_timesteps``,
+            ``device``); ``None`` values are ignored.
+
+    Raises:
+        ConfigError: see :func:`read_toml`, :func:`parse_override`, :func:`config_from_dict`.
+    """
+    data: dict[str, Any] = {}
+    if name is not None:
+        data = read_toml(resolve_config_path(name))
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for text in overrides:
+        section, key, value = parse_override(text)
+        data.setdefault(section, {})[key] = value
+    for key, value in explicit.items():
+        if value is not None:
+            data.setdefault("run", {})[key] = value
+    return config_from_dict(data)
+
+
+def dump_toml(config: Config) -> str:
+    """Render a config as TOML (the resolved config written into the run dir)."""
+    lines: list[str] = []
+    for name, values in config.to_dict().items():
+        lines.append(f"[{name}]")
+        for key, value in values.items():
+            if value is None:
+                continue
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)

@@ -1,0 +1,164 @@
+"""Vector environments behind one small interface, with the autoreset details hidden.
+
+Everything returned is a tensor on the configured device; numpy appears only
+at the gymnasium boundary (one conversion per step).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from shell.config import EnvConfig
+from shell.errors import ConfigError, TrainingError
+
+EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video"}
+
+
+class StepResult(NamedTuple):
+    """One vector step, all tensors on the device.
+
+    Attributes:
+        obs: ``[N, S]`` float32, the observation to act on next (the reset
+            observation for sub-envs whose episode just ended).
+        reward: ``[N]`` float32.
+        terminated: ``[N]`` bool.
+        truncated: ``[N]`` bool (time limit, not termination).
+        final_obs: ``[N, S]`` float32, the true last observation where an episode
+            ended this step and ``obs`` elsewhere; ``None`` when no episode ended.
+        episode_returns: raw returns of the episodes that ended this step (host floats).
+        episode_lengths: their lengths.
+    """
+
+    obs: torch.Tensor
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_obs: torch.Tensor | None
+    episode_returns: list[float]
+    episode_lengths: list[int]
+
+
+def check_observation_space(space: gym.Space) -> int:
+    """Return the flat observation size, or raise ConfigError naming the space.
+
+    Supported: Box of any shape (flattened) and Discrete(n) (one-hot).
+    """
+    if isinstance(space, spaces.Box):
+        return int(np.prod(space.shape, dtype=np.int64))
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    raise ConfigError(f"unsupported observation space {space}; supported: Box (any shape) and Discrete")
+
+
+def check_action_space(space: gym.Space) -> None:
+    """Raise ConfigError for an action space the policies cannot serve."""
+    if isinstance(space, spaces.Box):
+        if len(space.shape) != 1:
+            raise ConfigError(f"unsupported action space {space}: Box actions must be 1-D")
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ConfigError(
+                f"unsupported action space {space}: the tanh-squashed policy needs finite Box bounds"
+            )
+        return
+    raise ConfigError(f"unsupported action space {space}; supported: Box with finite bounds")
+
+
+def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None) -> gym.vector.VectorEnv:
+    kwargs: dict[str, Any] = {}
+    if cfg.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = cfg.max_episode_steps
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    try:
+        return gym.make_vec(
+            cfg.id,
+            num_envs=num_envs,
+            vectorization_mode=cfg.vectorization_mode,
+            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+            **kwargs,
+        )
+    except gym.error.DependencyNotInstalled as exc:
+        extra = next((e for k, e in EXTRAS.items() if k in str(exc).lower()), None)
+        hint = f'pip install -e ".[{extra}]"' if extra else "install the package it names"
+        raise ConfigError(f"env {cfg.id!r} needs a missing optional dependency; run: {hint}") from None
+    except (gym.error.Error, ModuleNotFoundError, AttributeError, ValueError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"cannot make env {cfg.id!r}: {msg}") from None
+
+
+class GymVecEnv:
+    """Gymnasium vector env (SAME_STEP autoreset) that speaks tensors.
+
+    Sub-env i is seeded with ``seed + i`` at the first reset. The final
+    observation of an ended episode comes from ``info["final_obs"]`` (stacked
+    under ``info["_final_obs"]``), so no dummy transition enters a rollout.
+    """
+
+    def __init__(self, cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None):
+        self.env = gym.wrappers.vector.RecordEpisodeStatistics(_make_vec(cfg, num_envs, render_mode))
+        self.num_envs = num_envs
+        self.device = device
+        self.observation_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
+        try:
+            self.obs_size = check_observation_space(self.observation_space)
+            check_action_space(self.action_space)
+        except ConfigError:
+            self.env.close()
+            raise
+
+    def _encode(self, obs: np.ndarray) -> torch.Tensor:
+        if isinstance(self.observation_space, spaces.Discrete):
+            index = torch.as_tensor(np.asarray(obs) - self.observation_space.start, dtype=torch.long)
+            return torch.nn.functional.one_hot(index, self.obs_size).to(self.device, torch.float32)
+        flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), self.obs_size)
+        return torch.as_tensor(flat).to(self.device)
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        obs, _ = self.env.reset(seed=seed)
+        return self._encode(obs)
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action.cpu().numpy())
+        except Exception as exc:  # an env that raises ends training with exit 1
+            raise TrainingError(f"env {self.env.spec.id if self.env.spec else ''} raised {type(exc).__name__}: {exc}") from exc
+        final = obs
+        if "_final_obs" in info:
+            mask = info["_final_obs"]
+            final = np.array(obs, copy=True)
+            final[mask] = np.stack(info["final_obs"][mask])
+        returns: list[float] = []
+        lengths: list[int] = []
+        if "_episode" in info:
+            ended = info["_episode"]
+            returns = info["episode"]["r"][ended].tolist()
+            lengths = info["episode"]["l"][ended].tolist()
+        dev = self.device
+        return StepResult(
+            obs=self._encode(obs),
+            reward=torch.as_tensor(np.asarray(reward, dtype=np.float32)).to(dev),
+            terminated=torch.as_tensor(terminated).to(dev),
+            truncated=torch.as_tensor(truncated).to(dev),
+            final_obs=self._encode(final) if final is not obs else None,
+            episode_returns=returns,
+            episode_lengths=lengths,
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None):
+    """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``).
+
+    Raises:
+        ConfigError: unknown env id, missing optional extra, unsupported space.
+    """
+    return GymVecEnv(cfg, num_envs or cfg.num_envs, device, render_mode)

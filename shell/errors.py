@@ -1,0 +1,9 @@
+"""Exceptions the CLI turns into one-line messages and exit codes."""
+
+
+class ConfigError(ValueError):
+    """Bad input found at start-up: config, flags, files, spaces (exit code 2)."""
+
+
+class TrainingError(RuntimeError):
+    """A failure during training: non-finite loss, an env that raises (exit code 1)."""

@@ -1,0 +1,80 @@
+"""The PPO update: owns the optimiser, calls only core for the maths."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import core
+from shell.config import PPOConfig
+from shell.storage import RolloutStorage
+
+METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+
+
+class PPO:
+    """Clipped-surrogate PPO with Adam, global gradient clipping and optional target-KL stop.
+
+    Reference: "Proximal Policy Optimization Algorithms", Schulman et al., 2017:
+    arXiv:1707.06347; implementation details after Huang et al., "The 37
+    Implementation Details of PPO", ICLR blog track 2022.
+    """
+
+    def __init__(self, agent: nn.Module, cfg: PPOConfig, ent_coef: float, generator: torch.Generator | None = None):
+        self.agent = agent
+        self.cfg = cfg
+        self.ent_coef = ent_coef
+        self.generator = generator
+        self.optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True)
+
+    def set_learning_rate(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def update(self, storage: RolloutStorage) -> dict[str, torch.Tensor]:
+        """Run ``update_epochs`` passes of minibatch SGD over the rollout.
+
+        No host synchronisation per minibatch: metrics stay device tensors;
+        with ``target_kl`` one scalar is read per epoch.
+
+        Returns:
+            Mean of each metric over the minibatches run (0-d tensors), plus
+            ``epochs`` (how many ran) and ``explained_variance``.
+        """
+        cfg = self.cfg
+        sums = torch.zeros(len(METRICS), device=storage.values.device)
+        count = 0
+        epochs = 0
+        for _ in range(cfg.update_epochs):
+            epoch_kl = torch.zeros((), device=sums.device)
+            n_mb = 0
+            for mb in storage.minibatches(cfg.num_minibatches, self.generator):
+                new_log_prob, entropy, new_value = self.agent.evaluate(mb["obs"], mb["raw_actions"], self.generator)
+                mb_advantages = mb["advantages"]
+                if cfg.norm_adv:
+                    mb_advantages = core.normalize_advantages(mb_advantages)
+                pg_loss = core.clip_loss(new_log_prob, mb["log_probs"], mb_advantages, cfg.clip_coef)
+                v_loss = core.value_loss(new_value, mb["returns"], mb["values"],
+                                         cfg.clip_coef if cfg.clip_vloss else None)
+                entropy_mean = entropy.mean()
+                loss = pg_loss + cfg.vf_coef * v_loss - self.ent_coef * entropy_mean
+
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.agent.parameters(), cfg.max_grad_norm, foreach=True)
+                self.optimizer.step()
+
+                with torch.no_grad():
+                    kl = core.approx_kl(new_log_prob, mb["log_probs"])
+                    sums += torch.stack((pg_loss, v_loss, entropy_mean, kl,
+                                         core.clip_fraction(new_log_prob, mb["log_probs"], cfg.clip_coef)))
+                    epoch_kl += kl
+                n_mb += 1
+            count += n_mb
+            epochs += 1
+            if cfg.target_kl is not None and (epoch_kl / n_mb).item() > cfg.target_kl:
+                break
+        out = dict(zip(METRICS, sums / count, strict=True))
+        out["epochs"] = torch.tensor(float(epochs))
+        out["explained_variance"] = core.explained_variance(storage.values.flatten(), storage.returns.flatten())
+        return out

@@ -1,0 +1,77 @@
+"""Preallocated rollout storage on the device, time-major ``[T, N, ...]``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+import core
+
+
+class RolloutStorage:
+    """One rollout of T steps from N envs, and the flattened minibatches built from it.
+
+    Stores what one step produces (PureJaxRL's ``Transition``): ``obs`` as the
+    policy saw it, the raw (pre-tanh) action, its ``log_prob``, ``values``,
+    ``rewards`` (with any truncation bootstrap already folded in) and ``dones``.
+    """
+
+    def __init__(self, num_steps: int, num_envs: int, obs_size: int, action_shape: tuple[int, ...],
+                 action_dtype: torch.dtype, device: torch.device):
+        T, N = num_steps, num_envs
+        self.num_steps, self.num_envs = T, N
+        self.obs = torch.zeros((T, N, obs_size), device=device)
+        self.raw_actions = torch.zeros((T, N, *action_shape), dtype=action_dtype, device=device)
+        self.log_probs = torch.zeros((T, N), device=device)
+        self.values = torch.zeros((T, N), device=device)
+        self.rewards = torch.zeros((T, N), device=device)
+        self.dones = torch.zeros((T, N), dtype=torch.bool, device=device)
+        self.advantages = torch.zeros((T, N), device=device)
+        self.returns = torch.zeros((T, N), device=device)
+        self.step = 0
+
+    def add(self, obs: torch.Tensor, raw_action: torch.Tensor, log_prob: torch.Tensor, value: torch.Tensor,
+            reward: torch.Tensor, done: torch.Tensor) -> None:
+        """Write step ``self.step``; raises RuntimeError when the storage is full."""
+        t = self.step
+        if t >= self.num_steps:
+            raise RuntimeError(f"RolloutStorage overflow: all {self.num_steps} steps are written; call reset()")
+        self.obs[t] = obs
+        self.raw_actions[t] = raw_action
+        self.log_probs[t] = log_prob
+        self.values[t] = value
+        self.rewards[t] = reward
+        self.dones[t] = done
+        self.step = t + 1
+
+    def reset(self) -> None:
+        self.step = 0
+
+    def compute_advantages(self, last_value: torch.Tensor, gamma: float, gae_lambda: float) -> None:
+        """Fill ``advantages`` with core.gae and ``returns = advantages + values``."""
+        if self.step != self.num_steps:
+            raise RuntimeError(f"compute_advantages on a partial rollout ({self.step}/{self.num_steps} steps)")
+        self.advantages = core.gae(self.rewards, self.values, self.dones, last_value, gamma, gae_lambda)
+        self.returns = self.advantages + self.values
+
+    def minibatches(self, num_minibatches: int, generator: torch.Generator | None = None) -> Iterator[dict]:
+        """Shuffle the flattened ``[T*N]`` batch with ``torch.randperm`` on the device and yield minibatches.
+
+        Each minibatch is a dict of ``mb_`` tensors: ``obs [B, S]``, ``raw_actions [B, ...]``,
+        ``log_probs``, ``values``, ``advantages``, ``returns`` (all ``[B]``).
+        """
+        b = {
+            "obs": self.obs.flatten(0, 1),
+            "raw_actions": self.raw_actions.flatten(0, 1),
+            "log_probs": self.log_probs.flatten(),
+            "values": self.values.flatten(),
+            "advantages": self.advantages.flatten(),
+            "returns": self.returns.flatten(),
+        }
+        batch_size = self.num_steps * self.num_envs
+        size = batch_size // num_minibatches
+        perm = torch.randperm(batch_size, device=self.obs.device, generator=generator)
+        for start in range(0, size * num_minibatches, size):
+            mb_inds = perm[start:start + size]
+            yield {k: v[mb_inds] for k, v in b.items()}

@@ -1,0 +1,76 @@
+"""End to end through the real CLI: artifacts, the summary contract, exit codes."""
+
+import csv
+import json
+
+import pytest
+import torch
+
+
+def test_short_pendulum_run_writes_every_artifact(main, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = main("--config", "pendulum.toml", "--total-timesteps", "4000", "--run-dir", str(run_dir),
+                "--set", "run.eval_episodes=3", "--seed", "3")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("env_id", "seed", "env_steps", "train_seconds", "sps", "eval_return_mean", "eval_return_std",
+                "eval_episodes", "run_dir", "world_size"):
+        assert key in summary, key
+    # 4,000 rounds up to whole rollouts of 16 x 200 = 3,200 transitions
+    assert summary["env_steps"] == 6400
+    assert summary["env_id"] == "Pendulum-v1" and summary["seed"] == 3 and summary["world_size"] == 1
+    assert summary["eval_episodes"] == 3
+    assert -2000 < summary["eval_return_mean"] <= 0
+    assert json.loads((run_dir / "summary.json").read_text()) == summary
+    assert "seed = 3" in (run_dir / "config.toml").read_text()
+    rows = list(csv.DictReader(open(run_dir / "metrics.csv")))
+    assert [int(r["env_steps"]) for r in rows] == [3200, 6400]
+    for key in ("policy_loss", "value_loss", "approx_kl", "clipfrac", "explained_variance", "entropy", "sps",
+                "episodic_return", "episodic_length"):
+        assert rows[-1][key] != "", key
+    assert float(rows[-1]["episodic_length"]) == 200
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    ckpts = list((run_dir / "checkpoints").glob("*.pt"))
+    assert len(ckpts) == 1
+    state = torch.load(ckpts[0], weights_only=True)
+    assert state["env_steps"] == 6400 and "model" in state and "optimizer" in state
+    assert "Pendulum-v1" in proc.stderr  # tqdm progress on stderr
+
+
+def test_set_and_explicit_flags_precedence(main, tmp_path):
+    proc = main("--config", "pendulum", "--set", "run.seed=5", "--seed", "7", "--total-timesteps", "100",
+                "--set", "ppo.num_steps=10", "--set", "env.num_envs=2", "--set", "ppo.num_minibatches=2",
+                "--set", "run.eval_episodes=1", "--run-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["seed"] == 7
+    assert summary["env_steps"] == 100
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--config", "nope.toml"], "not found"),
+        (["--config", "pendulum", "--set", "ppo.gama=0.9"], "did you mean 'gamma'"),
+        (["--config", "pendulum", "--set", "ppo.gamma=1.5"], "ppo.gamma = 1.5"),
+        (["--config", "pendulum", "--set", "ppo.gamma=fast"], "wrong type"),
+        (["--config", "pendulum", "--set", "gamma=0.9"], "section.key=value"),
+        (["--config", "pendulum", "--total-timesteps", "0"], "positive"),
+        (["--config", "pendulum", "--set", "env.id=NoSuchEnv-v0"], "NoSuchEnv-v0"),
+        (["--config", "pendulum", "--set", "ppo.num_minibatches=7"], "not divisible"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(main, tmp_path, args, needle):
+    proc = main(*args, "--run-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert needle in last
+    assert "Traceback" not in proc.stderr
+
+
+def test_non_empty_run_dir_is_refused(main, tmp_path):
+    (tmp_path / "keep.txt").write_text("precious")
+    proc = main("--config", "pendulum", "--run-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "not empty" in proc.stderr.strip().splitlines()[-1]
+    assert (tmp_path / "keep.txt").read_text() == "precious"
