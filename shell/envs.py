@@ -53,7 +53,9 @@ def check_observation_space(space: gym.Space) -> int:
         return int(np.prod(space.shape, dtype=np.int64))
     if isinstance(space, spaces.Discrete):
         return int(space.n)
-    raise ConfigError(f"unsupported observation space {space}; supported: Box (any shape) and Discrete")
+    raise ConfigError(
+        f"unsupported observation space {type(space).__name__}: {space}; supported: Box (any shape) and Discrete"
+    )
 
 
 def check_action_space(space: gym.Space) -> None:
@@ -66,7 +68,17 @@ def check_action_space(space: gym.Space) -> None:
                 f"unsupported action space {space}: the tanh-squashed policy needs finite Box bounds"
             )
         return
-    raise ConfigError(f"unsupported action space {space}; supported: Box with finite bounds")
+    if isinstance(space, spaces.Discrete):
+        if space.n < 2:
+            raise ConfigError(f"unsupported action space {space}: a Discrete action space needs n >= 2")
+        return
+    if isinstance(space, spaces.MultiDiscrete):
+        if space.nvec.ndim != 1 or not np.any(space.nvec >= 2):
+            raise ConfigError(f"unsupported action space {space}: MultiDiscrete needs a 1-D nvec with an entry >= 2")
+        return
+    raise ConfigError(
+        f"unsupported action space {space}; supported: Box with finite bounds, Discrete, MultiDiscrete"
+    )
 
 
 def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None) -> gym.vector.VectorEnv:

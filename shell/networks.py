@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+from torch.distributions import Categorical
 
 import core
 from shell.config import PolicyConfig
@@ -77,8 +78,10 @@ class ActionSample(NamedTuple):
     """A batched action choice.
 
     Attributes:
-        action: what the env receives; ``[N, A]`` float in the Box bounds.
-        raw_action: what storage keeps; ``[N, A]`` pre-tanh Gaussian sample.
+        action: what the env receives: ``[N, A]`` float in the Box bounds, or
+            long indices plus the space's start (``[N]`` Discrete, ``[N, K]`` MultiDiscrete).
+        raw_action: what storage keeps: the ``[N, A]`` pre-tanh Gaussian sample,
+            or the 0-based long indices.
         log_prob: ``[N]`` log-density of the action under the policy.
         value: ``[N]`` critic value of the observation.
     """
@@ -144,12 +147,90 @@ class SquashedGaussianActor(nn.Module):
         return log_prob, core.squashed_entropy(mean, std.expand_as(mean), noise, self.action_scale)
 
 
+class CategoricalActor(nn.Module):
+    """Categorical policy over logits for Discrete(n, start) and MultiDiscrete(nvec, start).
+
+    One ``torch.distributions.Categorical`` per component, batched over envs
+    (logits ``[N, n_k]``, so envs never mix); log-probs and entropies are
+    summed over components, the entropy exactly, from the current logits.
+    Storage keeps the 0-based index (``raw_action``): ``[N]`` long for
+    Discrete, ``[N, K]`` for MultiDiscrete; the space's ``start`` is added only
+    to the action sent to the env.
+    """
+
+    def __init__(self, obs_size: int, action_space: spaces.Discrete | spaces.MultiDiscrete, cfg: PolicyConfig):
+        super().__init__()
+        self.multi = isinstance(action_space, spaces.MultiDiscrete)
+        if self.multi:
+            self.nvec = [int(n) for n in action_space.nvec]
+            start = torch.as_tensor(action_space.start, dtype=torch.long)
+        else:
+            self.nvec = [int(action_space.n)]
+            start = torch.tensor(int(action_space.start), dtype=torch.long)
+        self.net = mlp(obs_size, cfg.hidden_sizes, sum(self.nvec), cfg.activation, out_gain=0.01)
+        self.register_buffer("action_start", start, persistent=False)
+
+    def distributions(self, obs: torch.Tensor) -> list[Categorical]:
+        """``[N, S]`` -> one Categorical of batch shape ``[N]`` per component."""
+        logits = self.net(obs)
+        if not self.multi:
+            return [Categorical(logits=logits, validate_args=False)]
+        return [Categorical(logits=part, validate_args=False) for part in logits.split(self.nvec, dim=-1)]
+
+    def _index_columns(self, raw_action: torch.Tensor, batch: int) -> list[torch.Tensor]:
+        expected = (batch, len(self.nvec)) if self.multi else (batch,)
+        if tuple(raw_action.shape) != expected:
+            raise ValueError(
+                f"raw_action of shape {list(raw_action.shape)} does not match the action shape {list(expected)}; "
+                "a [B, 1] against [B] would broadcast to [B, B]"
+            )
+        return list(raw_action.unbind(-1)) if self.multi else [raw_action]
+
+    def sample(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None):
+        """Return ``(action, raw_action, log_prob [N])``; deterministic takes the argmax."""
+        dists = self.distributions(obs)
+        if deterministic:
+            columns = [d.logits.argmax(dim=-1) for d in dists]
+        else:
+            columns = [torch.multinomial(d.probs, 1, generator=generator).squeeze(-1) for d in dists]
+        log_prob = sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
+        raw = torch.stack(columns, dim=-1) if self.multi else columns[0]
+        return raw + self.action_start, raw, log_prob
+
+    def evaluate(self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
+        """Return ``(log_prob [B], entropy [B])`` of stored indices under the current logits.
+
+        Raises:
+            ValueError: if ``raw_action`` is not ``[B]`` (Discrete) or ``[B, K]`` (MultiDiscrete).
+        """
+        dists = self.distributions(obs)
+        columns = self._index_columns(raw_action, obs.shape[0])
+        log_prob = sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
+        return log_prob, sum(d.entropy() for d in dists)
+
+
+def make_actor(obs_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.Module:
+    """The actor for an action space (the space was checked by shell.envs.check_action_space)."""
+    if isinstance(action_space, spaces.Box):
+        return SquashedGaussianActor(obs_size, action_space, cfg)
+    return CategoricalActor(obs_size, action_space, cfg)
+
+
+def default_ent_coef(action_space: gym.Space, base_coef: float = 0.01) -> float:
+    """0 for Box; ``normalized_entropy_coef(n)`` for Discrete(n); ``base / sum ln(n_i)`` for MultiDiscrete."""
+    if isinstance(action_space, spaces.Discrete):
+        return core.normalized_entropy_coef(int(action_space.n), base_coef)
+    if isinstance(action_space, spaces.MultiDiscrete):
+        return core.multi_discrete_entropy_coef([int(n) for n in action_space.nvec], base_coef)
+    return 0.0
+
+
 class ActorCritic(nn.Module):
     """An actor and a separate critic over flat observations ``[N, S]``."""
 
     def __init__(self, obs_size: int, action_space: gym.Space, cfg: PolicyConfig):
         super().__init__()
-        self.actor = SquashedGaussianActor(obs_size, action_space, cfg)
+        self.actor = make_actor(obs_size, action_space, cfg)
         self.critic = mlp(obs_size, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -159,7 +240,8 @@ class ActorCritic(nn.Module):
     def get_action(
         self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
     ) -> ActionSample:
-        """Act on a batch: obs ``[N, S]`` -> action/raw_action ``[N, A]``, log_prob/value ``[N]``."""
+        """Act on a batch: obs ``[N, S]`` -> action/raw_action (``[N, A]`` Box, ``[N]`` Discrete,
+        ``[N, K]`` MultiDiscrete), log_prob/value ``[N]``."""
         action, raw, log_prob = self.actor.sample(obs, deterministic, generator)
         return ActionSample(action, raw, log_prob, self.value(obs))
 

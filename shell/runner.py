@@ -21,7 +21,7 @@ from shell.config import Config, dump_toml
 from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import evaluate
-from shell.networks import ActorCritic
+from shell.networks import ActorCritic, default_ent_coef
 from shell.ppo import PPO
 from shell.storage import RolloutStorage
 
@@ -57,10 +57,6 @@ def prepare_run_dir(run_dir: Path | None, config: Config) -> Path:
     return path
 
 
-def _default_ent_coef(config: Config, action_space: Any) -> float:
-    return config.ppo.ent_coef if config.ppo.ent_coef is not None else 0.0
-
-
 class Trainer:
     """Owns the envs, the agent, the PPO update, the storage and the logs of one run."""
 
@@ -74,14 +70,17 @@ class Trainer:
 
         self.env = make_env(config.env, self.device)
         self.agent = ActorCritic(self.env.obs_size, self.env.action_space, config.policy).to(self.device)
-        self.ent_coef = _default_ent_coef(config, self.env.action_space)
+        self.ent_coef = (config.ppo.ent_coef if config.ppo.ent_coef is not None
+                         else default_ent_coef(self.env.action_space))
         self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator)
-        action_shape = tuple(self.env.action_space.shape)
-        self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.env.obs_size, action_shape,
-                                      torch.float32, self.device)
+        space = self.env.action_space
+        action_dtype = torch.float32 if space.dtype.kind == "f" else torch.long
+        self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.env.obs_size,
+                                      tuple(space.shape), action_dtype, self.device)
         self.update = 0
         self.env_steps = 0
         self.episode_returns: list[float] = []
+        run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.toml").write_text(dump_toml(config))
 
     # ------------------------------------------------------------------ collect

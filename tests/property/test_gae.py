@@ -143,18 +143,18 @@ def _case(rewards, values, dones, last_value, gamma, lam, dtype=torch.float32) -
     )
 
 
-_RNG_ROWS = np.linspace(-3.0, 5.0, 32 * 4, dtype=np.float32).reshape(32, 4)
+_ROWS = np.linspace(-3.0, 5.0, 32 * 4, dtype=np.float32).reshape(32, 4)
 
 # Edge cases checked on every run: T = 1, all dones, gamma = 0, lam in {0, 1}, a long rollout
 # with gamma = lam = 1 and no dones (the longest sum), and a flat [T] call.
 EDGE_CASES = [
     _case([[1.5]], [[-2.0]], [[False]], [4.0], 0.9, 0.95),
     _case([[1.5]], [[-2.0]], [[True]], [4.0], 0.9, 0.95, torch.float64),
-    _case(_RNG_ROWS, -_RNG_ROWS[::-1], np.ones((32, 4), bool), [7.0, -7.0, 0.5, 1e3], 0.99, 0.95),
-    _case(_RNG_ROWS, _RNG_ROWS[::-1], np.zeros((32, 4), bool), [1.0, 2.0, 3.0, 4.0], 0.0, 0.95),
-    _case(_RNG_ROWS, _RNG_ROWS[::-1], np.eye(32, 4, dtype=bool), [1.0, 2.0, 3.0, 4.0], 0.99, 0.0),
-    _case(_RNG_ROWS, _RNG_ROWS[::-1], np.zeros((32, 4), bool), [1.0, 2.0, 3.0, 4.0], 1.0, 1.0),
-    _case(_RNG_ROWS[:, 0], _RNG_ROWS[:, 1], np.arange(32) % 5 == 4, 2.5, 0.9, 1.0, torch.float64),
+    _case(_ROWS, -_ROWS[::-1], np.ones((32, 4), bool), [7.0, -7.0, 0.5, 1e3], 0.99, 0.95),
+    _case(_ROWS, _ROWS[::-1], np.zeros((32, 4), bool), [1.0, 2.0, 3.0, 4.0], 0.0, 0.95),
+    _case(_ROWS, _ROWS[::-1], np.eye(32, 4, dtype=bool), [1.0, 2.0, 3.0, 4.0], 0.99, 0.0),
+    _case(_ROWS, _ROWS[::-1], np.zeros((32, 4), bool), [1.0, 2.0, 3.0, 4.0], 1.0, 1.0),
+    _case(_ROWS[:, 0], _ROWS[:, 1], np.arange(32) % 5 == 4, 2.5, 0.9, 1.0, torch.float64),
 ]
 
 
@@ -170,7 +170,7 @@ def _with_examples(test):
 @given(case=st.one_of(gae_cases(), gae_cases(flat=True)))
 @_with_examples
 def test_gae_matches_eq16_reference(case: GaeCase) -> None:
-    rewards, values, _, _ = case.tensors()
+    values = case.tensors()[1]
     advantages = case.run()
     assert_meta(advantages, values, values.shape)
     assert_close(advantages, case.reference(), atol=error_bound(case, case.dtype))
@@ -180,12 +180,16 @@ def test_gae_matches_eq16_reference(case: GaeCase) -> None:
 def test_gae_is_linear_in_rewards(case: GaeCase, scale: float) -> None:
     """A(r1 + c * r2; V) = A(r1; V) + c * A(r2; V = 0, last_value = 0)."""
     other = np.flip(case.rewards, axis=0).copy()
-    rewards, values, dones, last_value = case.tensors()
+    rewards, values, _, last_value = case.tensors()
     other_t = as_tensor(other, case.dtype)
     combined = case.run(rewards=rewards + scale * other_t)
     base = case.run()
-    alone = case.run(rewards=other_t, values=torch.zeros_like(values), last_value=torch.zeros_like(last_value))
-    bound = error_bound(replace(case, rewards=np.abs(case.rewards) + abs(scale) * np.abs(other)), torch.float64)
+    alone = case.run(
+        rewards=other_t, values=torch.zeros_like(values), last_value=torch.zeros_like(last_value)
+    )
+    bound = error_bound(
+        replace(case, rewards=np.abs(case.rewards) + abs(scale) * np.abs(other)), torch.float64
+    )
     assert_close(combined, (base + scale * alone).numpy(), atol=4 * bound)
 
 
@@ -196,8 +200,12 @@ def test_gae_batch_equals_per_env_calls(case: GaeCase) -> None:
     batched = case.run()
     for n in range(rewards.shape[1]):
         column = core.gae(
-            rewards[:, n : n + 1], values[:, n : n + 1], dones[:, n : n + 1], last_value[n : n + 1],
-            case.gamma, case.lam,
+            rewards[:, n : n + 1],
+            values[:, n : n + 1],
+            dones[:, n : n + 1],
+            last_value[n : n + 1],
+            case.gamma,
+            case.lam,
         )
         flat = core.gae(rewards[:, n], values[:, n], dones[:, n], last_value[n], case.gamma, case.lam)
         assert column.shape == (rewards.shape[0], 1)
@@ -233,7 +241,6 @@ def test_gae_done_at_t_ignores_everything_after_t(case: GaeCase, data: st.DataOb
 @given(case=st.one_of(gae_cases(), gae_cases(flat=True)))
 def test_gae_lambda_zero_is_one_step_td_error(case: GaeCase) -> None:
     case = replace(case, lam=0.0)
-    rewards, values, dones, last_value = case.tensors()
     advantages = case.run()
     r, v = case.rewards.astype(np.float64), case.values.astype(np.float64)
     next_v = np.concatenate([v[1:], case.last_value.astype(np.float64)[None]], axis=0)

@@ -18,7 +18,16 @@ import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
-from property_helpers import arrays, as_tensor, assert_close, assert_meta, call_pure, dtypes, eps, finite_floats
+from property_helpers import (
+    arrays,
+    as_tensor,
+    assert_close,
+    assert_meta,
+    call_pure,
+    dtypes,
+    eps,
+    finite_floats,
+)
 
 import core
 
@@ -86,8 +95,12 @@ def _tensors(batch, requires_grad: bool = False):
 
 @given(batch=policy_batches(), clip_coef=clip_coefs)
 @example(  # a minibatch of one
-    batch={"new": np.array([0.5], np.float32), "old": np.array([0.0], np.float32),
-           "adv": np.array([-2.0], np.float32), "dtype": torch.float32},
+    batch={
+        "new": np.array([0.5], np.float32),
+        "old": np.array([0.0], np.float32),
+        "adv": np.array([-2.0], np.float32),
+        "dtype": torch.float32,
+    },
     clip_coef=0.2,
 )
 def test_clip_loss_matches_ppo_eq7(batch, clip_coef) -> None:
@@ -108,10 +121,22 @@ def test_clip_loss_at_ratio_one_is_minus_mean_advantage(batch, clip_coef) -> Non
 
 @given(batch=policy_batches(log_ratio_bound=1.0), clip_coef=clip_coefs)
 @example(  # both sides of both clip bounds, with both signs of advantage
-    batch={"new": np.log(np.array([2.0, 0.5, 2.0, 0.5, 1.1, 0.9, 1.0], np.float32)),
-           "old": np.zeros(7, np.float32),
-           "adv": np.array([1.0, -1.0, -1.0, 1.0, 3.0, -3.0, 0.0], np.float32), "dtype": torch.float32},
+    batch={
+        "new": np.log(np.array([2.0, 0.5, 2.0, 0.5, 1.1, 0.9, 1.0], np.float32)),
+        "old": np.zeros(7, np.float32),
+        "adv": np.array([1.0, -1.0, -1.0, 1.0, 3.0, -3.0, 0.0], np.float32),
+        "dtype": torch.float32,
+    },
     clip_coef=0.2,
+)
+@example(  # shrunk: a tiny advantage makes a subnormal gradient
+    batch={
+        "new": np.full(6, 0.25, np.float32),
+        "old": np.zeros(6, np.float32),
+        "adv": np.array([1.1754944e-38, 0.0, 0.0, 0.0, 0.0, 0.0], np.float32),
+        "dtype": torch.float32,
+    },
+    clip_coef=0.5,
 )
 def test_clip_loss_gradient_is_zero_where_clipped_and_unclipped_elsewhere(batch, clip_coef) -> None:
     """d loss / d new_log_prob_i = 0 where r > 1 + eps with A > 0 or r < 1 - eps with A < 0, and
@@ -123,7 +148,8 @@ def test_clip_loss_gradient_is_zero_where_clipped_and_unclipped_elsewhere(batch,
     assert torch.equal(new.grad[clipped], torch.zeros_like(new.grad[clipped]))
     unclipped = -(adv * ratio / adv.numel()).double()
     assert_close(
-        new.grad[~clipped], unclipped[~clipped].numpy(),
+        new.grad[~clipped],
+        unclipped[~clipped].numpy(),
         atol=4 * eps(batch["dtype"]) * unclipped[~clipped].abs().numpy(),
     )
 
@@ -133,8 +159,16 @@ def test_clip_loss_gradient_is_zero_where_clipped_and_unclipped_elsewhere(batch,
     clip_coef=clip_coefs,
     huge=st.one_of(finite_floats(3e38, min_value=20.0), finite_floats(-20.0, min_value=-3e38)),
 )
-@example(batch={"new": np.zeros(1, np.float32), "old": np.zeros(1, np.float32),
-                "adv": np.array([-10.0], np.float32), "dtype": torch.float32}, clip_coef=0.2, huge=1e4)
+@example(
+    batch={
+        "new": np.zeros(1, np.float32),
+        "old": np.zeros(1, np.float32),
+        "adv": np.array([-10.0], np.float32),
+        "dtype": torch.float32,
+    },
+    clip_coef=0.2,
+    huge=1e4,
+)
 def test_clip_loss_finite_for_huge_log_ratio(batch, clip_coef, huge) -> None:
     """One sample with a huge log-ratio (either sign) and advantages of either sign: finite loss
     and finite gradients."""
@@ -151,7 +185,9 @@ def test_clip_loss_finite_for_huge_log_ratio(batch, clip_coef, huge) -> None:
 huge_log_ratios = finite_floats(3e38, min_value=float(core.MAX_LOG_RATIO))
 
 
-@given(log_ratio=huge_log_ratios, adv=finite_floats(10.0, min_value=0.001), clip_coef=clip_coefs, dtype=dtypes)
+@given(
+    log_ratio=huge_log_ratios, adv=finite_floats(10.0, min_value=0.001), clip_coef=clip_coefs, dtype=dtypes
+)
 @example(log_ratio=1e9, adv=1.0, clip_coef=0.2, dtype=torch.float32)  # the cap's rounding leaves r = 1
 @example(log_ratio=536870976.0, adv=1.0, clip_coef=0.1, dtype=torch.float32)  # shrunk by Hypothesis
 def test_clip_loss_huge_ratio_with_positive_advantage_is_clipped(log_ratio, adv, clip_coef, dtype) -> None:
@@ -165,9 +201,13 @@ def test_clip_loss_huge_ratio_with_positive_advantage_is_clipped(log_ratio, adv,
     assert new.grad.item() == 0.0
 
 
-@given(log_ratio=huge_log_ratios, adv=finite_floats(-0.001, min_value=-10.0), clip_coef=clip_coefs, dtype=dtypes)
+@given(
+    log_ratio=huge_log_ratios, adv=finite_floats(-0.001, min_value=-10.0), clip_coef=clip_coefs, dtype=dtypes
+)
 @example(log_ratio=1e9, adv=-1.0, clip_coef=0.2, dtype=torch.float32)  # r = 1 instead of e^20
-@example(log_ratio=67108888.0, adv=-1.0, clip_coef=0.1, dtype=torch.float32)  # shrunk: r = e^24 instead of e^20
+@example(
+    log_ratio=67108888.0, adv=-1.0, clip_coef=0.1, dtype=torch.float32
+)  # shrunk: r = e^24 instead of e^20
 def test_clip_loss_caps_log_ratio_in_value_and_gradient(log_ratio, adv, clip_coef, dtype) -> None:
     """A < 0 keeps the unclipped r A for any large r. Documented: log-ratios above MAX_LOG_RATIO count
     as MAX_LOG_RATIO in value and gradient (loss -e^20 A, gradient -e^20 A for B = 1). Allowed slack:
@@ -191,7 +231,8 @@ def test_clip_loss_hand_worked_example() -> None:
     # advantages (1, -1): min(2 * 1, 1.2 * 1) = 1.2 (clipped), min(0.5 * -1, 0.8 * -1) = -0.8 (clipped)
     #   loss = -(1.2 - 0.8) / 2 = -0.2, and no gradient reaches either sample.
     # advantages (-1, 1): min(-2, -1.2) = -2 (unclipped), min(0.5, 0.8) = 0.5 (unclipped)
-    #   loss = -(-2 + 0.5) / 2 = 0.75; d loss / d new = -A r / B = (-(-1) * 2 / 2, -(1) * 0.5 / 2) = (1, -0.25)
+    #   loss = -(-2 + 0.5) / 2 = 0.75
+    #   d loss / d new = -A r / B = (-(-1) * 2 / 2, -(1) * 0.5 / 2) = (1, -0.25)
     old = torch.zeros(2, dtype=torch.float64)
     for adv, loss_value, grad in [((1.0, -1.0), -0.2, (0.0, 0.0)), ((-1.0, 1.0), 0.75, (1.0, -0.25))]:
         new = torch.tensor([math.log(2.0), math.log(0.5)], dtype=torch.float64, requires_grad=True)
@@ -233,8 +274,15 @@ def value_batches(draw):
 
 
 @given(batch=value_batches(), clip_coef=st.one_of(st.none(), st.floats(0.01, 10.0)))
-@example(batch={"new": np.array([1.0], np.float32), "returns": np.array([2.0], np.float32),
-                "old": np.array([0.0], np.float32), "dtype": torch.float32}, clip_coef=0.5)
+@example(
+    batch={
+        "new": np.array([1.0], np.float32),
+        "returns": np.array([2.0], np.float32),
+        "old": np.array([0.0], np.float32),
+        "dtype": torch.float32,
+    },
+    clip_coef=0.5,
+)
 def test_value_loss_matches_max_formula_with_rollout_values(batch, clip_coef) -> None:
     dtype = batch["dtype"]
     new, returns, old = (as_tensor(batch[k], dtype) for k in ("new", "returns", "old"))

@@ -39,7 +39,9 @@ def bootstrap_reference(rewards, terminated, truncated, final_values, gamma):
     return out
 
 
-def gae_with_time_limits_reference(rewards, values, terminated, truncated, final_values, last_value, gamma, lam):
+def gae_with_time_limits_reference(
+    rewards, values, terminated, truncated, final_values, last_value, gamma, lam
+):
     """GAE for one env whose episodes end by termination or by a time limit, in Python floats.
 
     delta_t = r_t + gamma * V(final_obs_t) - V_t   if truncated (and not terminated) at t
@@ -103,8 +105,11 @@ def test_bootstrap_truncated_matches_reference(case, flag_dtype) -> None:
     )
     assert_meta(out, rewards, rewards.shape)
     expected = bootstrap_reference(
-        case["rewards"].ravel(), case["terminated"].ravel(), case["truncated"].ravel(),
-        case["final_values"].ravel(), case["gamma"],
+        case["rewards"].ravel(),
+        case["terminated"].ravel(),
+        case["truncated"].ravel(),
+        case["final_values"].ravel(),
+        case["gamma"],
     )
     magnitude = np.abs(case["rewards"]) + np.abs(case["final_values"])
     assert_close(out, np.reshape(expected, rewards.shape), atol=4 * eps(dtype) * magnitude)
@@ -145,26 +150,44 @@ def test_fold_then_gae_bootstraps_from_final_observation(case) -> None:
     dtype = case["dtype"]
     terminated, truncated = torch.as_tensor(case["terminated"]), torch.as_tensor(case["truncated"])
     rewards = core.bootstrap_truncated(
-        as_tensor(case["rewards"], dtype), terminated, truncated, as_tensor(case["final_values"], dtype),
+        as_tensor(case["rewards"], dtype),
+        terminated,
+        truncated,
+        as_tensor(case["final_values"], dtype),
         case["gamma"],
     )
     advantages = core.gae(
-        rewards, as_tensor(case["values"], dtype), terminated | truncated, as_tensor(case["last_value"], dtype),
-        case["gamma"], case["lam"],
+        rewards,
+        as_tensor(case["values"], dtype),
+        terminated | truncated,
+        as_tensor(case["last_value"], dtype),
+        case["gamma"],
+        case["lam"],
     )
     num_steps, num_envs = case["rewards"].shape
     expected = np.zeros((num_steps, num_envs))
     for n in range(num_envs):
         expected[:, n] = gae_with_time_limits_reference(
-            case["rewards"][:, n], case["values"][:, n], case["terminated"][:, n], case["truncated"][:, n],
-            case["final_values"][:, n], case["last_value"][n], case["gamma"], case["lam"],
+            case["rewards"][:, n],
+            case["values"][:, n],
+            case["terminated"][:, n],
+            case["truncated"][:, n],
+            case["final_values"][:, n],
+            case["last_value"][n],
+            case["gamma"],
+            case["lam"],
         )
     per_env = (
-        np.abs(case["rewards"]).sum(0) + 2 * np.abs(case["values"]).sum(0)
-        + np.abs(case["final_values"]).sum(0) + np.abs(case["last_value"])
+        np.abs(case["rewards"]).sum(0)
+        + 2 * np.abs(case["values"]).sum(0)
+        + np.abs(case["final_values"]).sum(0)
+        + np.abs(case["last_value"])
     ).astype(np.float64)
-    assert_close(advantages, expected, atol=np.broadcast_to(8.0 * (num_steps + 2) * eps(dtype) * per_env,
-                                                            expected.shape))
+    assert_close(
+        advantages,
+        expected,
+        atol=np.broadcast_to(8.0 * (num_steps + 2) * eps(dtype) * per_env, expected.shape),
+    )
 
 
 def test_truncation_hand_worked_example() -> None:

@@ -1,0 +1,72 @@
+"""Every tensor function of ``core`` keeps its inputs' dtype and device.
+
+``core`` never moves data (no ``.to(device)``, no CPU tensors made on the side). Running each
+function on the ``meta`` device checks that without a GPU: a tensor created on the CPU inside a
+function would meet a meta tensor and raise, and outputs must come back on ``meta``.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import core
+
+T, N, B, A, S = 5, 3, 6, 2, 4
+
+
+def _cases(dtype: torch.dtype):
+    def m(*shape, dt=dtype):
+        return torch.zeros(shape, dtype=dt, device="meta")
+
+    flag = torch.zeros(T, N, dtype=torch.bool, device="meta")
+    return {
+        "gae": (lambda: core.gae(m(T, N), m(T, N), flag, m(N), 0.99, 0.95), (T, N)),
+        "gae_flat": (lambda: core.gae(m(T), m(T), m(T), m(), 0.99, 0.95), (T,)),
+        "bootstrap_truncated": (
+            lambda: core.bootstrap_truncated(m(T, N), flag, m(T, N), m(T, N), 0.99),
+            (T, N),
+        ),
+        "squash": (lambda: core.squash(m(B, A), m(A), m(A)), (B, A)),
+        "unsquash": (lambda: core.unsquash(m(B, A), 2.0, 0.5), (B, A)),
+        "tanh_log_abs_det_jacobian": (lambda: core.tanh_log_abs_det_jacobian(m(B, A), m(A)), (B, A)),
+        "squashed_log_prob": (lambda: core.squashed_log_prob(m(B, A), m(B, A), m(A), 2.0), (B,)),
+        "squashed_entropy": (lambda: core.squashed_entropy(m(B, A), m(A), m(B, A), m(A)), (B,)),
+        "clip_loss": (lambda: core.clip_loss(m(B), m(B), m(B), 0.2), ()),
+        "value_loss": (lambda: core.value_loss(m(B), m(B), m(B), 0.2), ()),
+        "normalize_advantages": (lambda: core.normalize_advantages(m(B)), (B,)),
+        "approx_kl": (lambda: core.approx_kl(m(B), m(B)), ()),
+        "clip_fraction": (lambda: core.clip_fraction(m(B), m(B), 0.2), ()),
+        "explained_variance": (lambda: core.explained_variance(m(B), m(B)), ()),
+        "batch_moments": (lambda: core.batch_moments(m(B, S))[:2], (S,)),
+        "merge_moments": (lambda: core.merge_moments(m(S), m(S), 3, m(S), m(S), 4)[:2], (S,)),
+        "normalize_obs": (lambda: core.normalize_obs(m(B, S), m(S), m(S)), (B, S)),
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", sorted(_cases(torch.float32)))
+def test_core_keeps_dtype_and_device(name: str, dtype: torch.dtype) -> None:
+    fn, shape = _cases(dtype)[name]
+    out = fn()
+    for tensor in out if isinstance(out, tuple) else (out,):
+        assert tensor.device.type == "meta", (name, tensor.device)
+        assert tensor.dtype == dtype, (name, tensor.dtype)
+        assert tuple(tensor.shape) == shape, (name, tuple(tensor.shape))
+
+
+def _public_functions() -> set[str]:
+    return {name for name, obj in vars(core).items() if not name.startswith("_") and inspect.isfunction(obj)}
+
+
+def test_every_public_tensor_function_is_covered() -> None:
+    scalars = {"normalized_entropy_coef", "multi_discrete_entropy_coef", "linear_schedule"}
+    covered = {name.removesuffix("_flat") for name in _cases(torch.float32)}
+    assert _public_functions() - scalars == covered
+
+
+def test_every_public_function_is_exported_in_all() -> None:
+    """``from core import *`` must give every function ``core/__init__.py`` imports."""
+    assert _public_functions() - set(core.__all__) == set()
