@@ -1,8 +1,13 @@
-"""Command line: ``python main.py --config pendulum.toml [--seed N] [--set section.key=value ...]``.
+"""Command line for training, evaluating and plotting PPO runs.
 
-Parses arguments, loads the config and calls the shell. Progress goes to
-stderr; the last stdout line is the JSON summary. Exit codes: 0 success,
-1 failure during training, 2 bad input at start-up.
+    python main.py --config pendulum.toml [--seed N] [--total-timesteps N] [--device D]
+                   [--run-dir DIR] [--set section.key=value ...]
+    python main.py --resume RUN_DIR [--total-timesteps N] [--device D]
+    python main.py eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--video] [--device D]
+    python main.py plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
+
+Progress goes to stderr; the last stdout line is one JSON object. Exit codes: 0 success,
+1 failure during training, 2 bad input at start-up, 130/143 after SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -19,31 +24,25 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="main.py", description="Train PPO on a gymnasium env.")
+def train_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="main.py", description="Train PPO on a gymnasium env (see also: eval, plot).")
     parser.add_argument("--config", help="config file; also looked up in configs/ ('.toml' optional)")
-    parser.add_argument("--seed", type=_non_negative_int, help="run.seed")
-    parser.add_argument("--total-timesteps", type=_positive_int, help="run.total_timesteps (global env steps)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    parser.add_argument("--seed", type=_int_at_least(0), help="run.seed")
+    parser.add_argument("--total-timesteps", type=_int_at_least(1), help="run.total_timesteps (global env steps)")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), help="run.device")
     parser.add_argument("--run-dir", help="output folder (default runs/<env>__s<seed>__<time>); must be new or empty")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -51,16 +50,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    from shell.config import load_config
-    from shell.runner import train
+def eval_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="main.py eval", description="Evaluate the deterministic policy of a checkpoint.")
+    parser.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
+    parser.add_argument("--episodes", type=_int_at_least(1), default=20)
+    parser.add_argument("--video", action="store_true", help="also record an mp4 (needs the video extra)")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    return parser
 
-    config = load_config(args.config, args.overrides, seed=args.seed, total_timesteps=args.total_timesteps,
-                         device=args.device)
-    summary = train(config, args.run_dir)
-    print(json.dumps(summary), flush=True)
-    return 0
+
+def plot_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="main.py plot", description="Plot episodic return against env steps.")
+    parser.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    parser.add_argument("--out", help="PNG file (default: learning_curve.png in the first run dir)")
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    if argv[:1] == ["eval"]:
+        args = eval_parser().parse_args(argv[1:])
+        from shell.evaluation import eval_checkpoint
+
+        result = eval_checkpoint(args.target, args.episodes, args.video, args.device)
+    elif argv[:1] == ["plot"]:
+        args = plot_parser().parse_args(argv[1:])
+        from shell.plotting import plot_runs
+
+        result = {"plot": str(plot_runs(args.run_dirs, args.out))}
+    else:
+        args = train_parser().parse_args(argv)
+        from shell.runner import resume, train
+
+        if args.resume:
+            clashes = [f for f, v in (("--config", args.config), ("--seed", args.seed), ("--run-dir", args.run_dir),
+                                      ("--set", args.overrides)) if v]
+            if clashes:
+                raise ConfigError(f"--resume continues a run with its saved config; drop {', '.join(clashes)}")
+            result = resume(args.resume, args.total_timesteps, args.device)
+        else:
+            if args.config is None:
+                raise ConfigError("main.py: --config is required (e.g. --config pendulum.toml), or --resume RUN_DIR")
+            from shell.config import load_config
+
+            config = load_config(args.config, args.overrides, seed=args.seed,
+                                 total_timesteps=args.total_timesteps, device=args.device)
+            result = train(config, args.run_dir)
+    print(json.dumps(result), flush=True)
+    return result.get("exit_code", 0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,4 +46,5 @@ __all__ = [
     "squashed_log_prob",
     "tanh_log_abs_det_jacobian",
     "unsquash",
+    "value_loss",
 ]

@@ -36,6 +36,18 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
     return path
 
 
+def latest_checkpoint(folder: Path) -> Path:
+    """The newest ``ckpt_*.pt`` in ``folder`` (names sort by env step).
+
+    Raises:
+        ConfigError: if there is none.
+    """
+    found = sorted(Path(folder).glob("ckpt_*.pt"))
+    if not found:
+        raise ConfigError(f"no checkpoint (ckpt_*.pt) in {folder}")
+    return found[-1]
+
+
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint written by :func:`save_checkpoint`.
 

@@ -9,13 +9,13 @@ key, the value and what is allowed.
 from __future__ import annotations
 
 import difflib
-import tomllib
 import types
 import typing
 from pathlib import Path
 from typing import Any
 
 import attrs
+import tomllib
 
 from shell.errors import ConfigError
 
@@ -132,6 +132,11 @@ class RunConfig:
     total_timesteps: int = _field(100_000, "Env steps over all envs; rounds up to whole rollouts.", _range(1))
     device: str = _field("auto", "'cpu', 'cuda' or 'auto' (cuda when available).", _one_of("cpu", "cuda", "auto"))
     eval_episodes: int = _field(20, "Deterministic evaluation episodes at the end (0 = none).", _range(0))
+    eval_every: int = _field(0, "Evaluate (and checkpoint) every this many updates during training (0 = never).",
+                             _range(0))
+    checkpoint_every: int = _field(10, "Write a checkpoint every this many updates (0 = only at the end).",
+                                   _range(0))
+    keep_checkpoints: int = _field(3, "Keep this many most recent checkpoints, plus best.pt.", _range(1))
     torch_threads: int = _field(1, "torch.set_num_threads; small MLPs are fastest with 1 per process.", _range(1))
 
 
@@ -148,6 +153,8 @@ class Config:
     run: RunConfig = attrs.field(factory=RunConfig)
 
     def __attrs_post_init__(self) -> None:
+        if self.run.eval_every and not self.run.eval_episodes:
+            raise ConfigError(f"run.eval_every = {self.run.eval_every} needs run.eval_episodes >= 1")
         if self.batch_size % self.ppo.num_minibatches:
             raise ConfigError(
                 f"env.num_envs * ppo.num_steps = {self.batch_size} is not divisible by "
@@ -255,6 +262,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"malformed TOML in {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot read config file {path}: it is not UTF-8 text") from None
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:

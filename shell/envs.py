@@ -81,8 +81,11 @@ def check_action_space(space: gym.Space) -> None:
     )
 
 
-def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None) -> gym.vector.VectorEnv:
+def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
+              wrappers: list | None = None) -> gym.vector.VectorEnv:
     kwargs: dict[str, Any] = {}
+    if wrappers:
+        kwargs["wrappers"] = wrappers
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     if render_mode is not None:
@@ -104,6 +107,18 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None) -> 
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}") from None
 
 
+def encode_obs(obs: np.ndarray, space: gym.Space, device: torch.device) -> torch.Tensor:
+    """A batch of raw observations ``[N, ...]`` -> ``[N, S]`` float32 on ``device``.
+
+    Box observations are flattened; Discrete(n, start) ones are one-hot encoded.
+    """
+    if isinstance(space, spaces.Discrete):
+        index = torch.as_tensor(np.asarray(obs, dtype=np.int64) - int(space.start))
+        return torch.nn.functional.one_hot(index, int(space.n)).to(device, torch.float32)
+    flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+    return torch.as_tensor(flat).to(device)
+
+
 class GymVecEnv:
     """Gymnasium vector env (SAME_STEP autoreset) that speaks tensors.
 
@@ -112,8 +127,9 @@ class GymVecEnv:
     under ``info["_final_obs"]``), so no dummy transition enters a rollout.
     """
 
-    def __init__(self, cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None):
-        self.env = gym.wrappers.vector.RecordEpisodeStatistics(_make_vec(cfg, num_envs, render_mode))
+    def __init__(self, cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
+                 wrappers: list | None = None):
+        self.env = gym.wrappers.vector.RecordEpisodeStatistics(_make_vec(cfg, num_envs, render_mode, wrappers))
         self.num_envs = num_envs
         self.device = device
         self.observation_space = self.env.single_observation_space
@@ -126,11 +142,7 @@ class GymVecEnv:
             raise
 
     def _encode(self, obs: np.ndarray) -> torch.Tensor:
-        if isinstance(self.observation_space, spaces.Discrete):
-            index = torch.as_tensor(np.asarray(obs) - self.observation_space.start, dtype=torch.long)
-            return torch.nn.functional.one_hot(index, self.obs_size).to(self.device, torch.float32)
-        flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), self.obs_size)
-        return torch.as_tensor(flat).to(self.device)
+        return encode_obs(obs, self.observation_space, self.device)
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
         obs, _ = self.env.reset(seed=seed)
@@ -140,7 +152,8 @@ class GymVecEnv:
         try:
             obs, reward, terminated, truncated, info = self.env.step(action.cpu().numpy())
         except Exception as exc:  # an env that raises ends training with exit 1
-            raise TrainingError(f"env {self.env.spec.id if self.env.spec else ''} raised {type(exc).__name__}: {exc}") from exc
+            name = self.env.spec.id if self.env.spec else "env"
+            raise TrainingError(f"env {name} raised {type(exc).__name__}: {exc}") from exc
         final = obs
         if "_final_obs" in info:
             mask = info["_final_obs"]
@@ -167,10 +180,13 @@ class GymVecEnv:
         self.env.close()
 
 
-def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None):
+def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,
+             wrappers: list | None = None) -> GymVecEnv:
     """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``).
+
+    ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``.
 
     Raises:
         ConfigError: unknown env id, missing optional extra, unsupported space.
     """
-    return GymVecEnv(cfg, num_envs or cfg.num_envs, device, render_mode)
+    return GymVecEnv(cfg, num_envs or cfg.num_envs, device, render_mode, wrappers)

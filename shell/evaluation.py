@@ -1,37 +1,45 @@
-"""Deterministic evaluation of a policy on fresh envs."""
+"""Deterministic evaluation, checkpoint evaluation (the ``eval`` command), video, and a policy API."""
 
 from __future__ import annotations
 
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
 import numpy as np
 import torch
 
-from shell.config import EnvConfig
-from shell.envs import make_env
+from shell.checkpoint import latest_checkpoint, load_checkpoint
+from shell.config import Config, EnvConfig, config_from_dict
+from shell.envs import encode_obs, make_env
+from shell.errors import ConfigError
 
 EVAL_SEED_OFFSET = 1_000_000
 
 
-def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: int,
-             device: torch.device) -> list[float]:
+def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: int, device: torch.device,
+             render_mode: str | None = None, wrappers: list | None = None) -> list[float]:
     """Run ``episodes`` episodes with the deterministic policy (u = mean, or argmax).
 
     One sub-env per episode, seeded ``seed + EVAL_SEED_OFFSET + i`` so the
     evaluation never reuses a training seed; each sub-env's first episode counts.
+    The agent is only read: no statistics of it change.
 
     Returns:
         The raw episodic returns, in sub-env order.
     """
     if episodes <= 0:
         return []
-    env = make_env(env_cfg, device, num_envs=episodes)
+    env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers)
     returns: list[float | None] = [None] * episodes
     try:
         obs = env.reset(seed=seed + EVAL_SEED_OFFSET)
         ep_return = np.zeros(episodes)
         with torch.inference_mode():
             while any(r is None for r in returns):
-                action = agent.get_action(obs, deterministic=True).action
-                step = env.step(action)
+                step = env.step(agent.get_action(obs, deterministic=True).action)
                 ep_return += step.reward.cpu().numpy()
                 done = (step.terminated | step.truncated).cpu().numpy()
                 for i in np.flatnonzero(done):
@@ -39,6 +47,128 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                         returns[i] = float(ep_return[i])
                 ep_return[done] = 0.0
                 obs = step.obs
+    except gym.error.DependencyNotInstalled as exc:
+        raise ConfigError(f"rendering {env_cfg.id} needs a missing package ({exc}); "
+                          'run: pip install -e ".[video]"') from None
     finally:
         env.close()
     return returns
+
+
+def _config_of(state: dict[str, Any]) -> Config:
+    data = state["config"]
+    return config_from_dict({k: {n: v for n, v in sec.items() if v is not None} for k, sec in data.items()})
+
+
+def build_agent(config: Config, device: torch.device) -> torch.nn.Module:
+    """An untrained agent for the config's env (a one-env vector env is made to read the spaces)."""
+    from shell.networks import ActorCritic
+
+    env = make_env(config.env, device, num_envs=1)
+    try:
+        return ActorCritic(env.obs_size, env.action_space, config.policy).to(device)
+    finally:
+        env.close()
+
+
+def resolve_checkpoint(target: str | Path) -> Path:
+    """A checkpoint file as given, or the newest in ``RUN_DIR/checkpoints``."""
+    path = Path(target)
+    if path.is_dir():
+        return latest_checkpoint(path / "checkpoints" if (path / "checkpoints").is_dir() else path)
+    if not path.exists():
+        raise ConfigError(f"{target}: no such run dir or checkpoint")
+    return path
+
+
+def load_agent(target: str | Path, device: str | torch.device = "cpu") -> tuple[torch.nn.Module, Config, dict]:
+    """Load ``(agent, config, checkpoint state)`` from a run dir or checkpoint file, onto ``device``.
+
+    Raises:
+        ConfigError: missing, truncated or corrupt checkpoint.
+    """
+    from shell.runner import resolve_device
+
+    device = resolve_device(device) if isinstance(device, str) else device
+    state = load_checkpoint(resolve_checkpoint(target), map_location=device)
+    config = _config_of(state)
+    agent = build_agent(config, device)
+    agent.load_state_dict(state["model"])
+    agent.eval()
+    return agent, config, state
+
+
+def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
+                    device: str = "cpu") -> dict[str, Any]:
+    """The ``eval`` command: evaluate a checkpoint, write ``eval.json`` beside it, return the result.
+
+    ``summary.json`` of the run is left alone. With ``video``, one more
+    deterministic episode is recorded as an mp4 in ``videos/`` beside the
+    checkpoint, through gymnasium's RecordVideo (rgb_array rendering).
+
+    Raises:
+        ConfigError: a bad target, a corrupt checkpoint, or a missing video extra.
+    """
+    path = resolve_checkpoint(target)
+    if video:
+        try:
+            import moviepy  # noqa: F401 - RecordVideo needs it
+        except ImportError:
+            raise ConfigError('--video needs moviepy; run: pip install -e ".[video]"') from None
+    agent, config, state = load_agent(path, device)
+    dev = next(agent.parameters()).device
+    returns = evaluate(agent, config.env, episodes, config.run.seed, dev)
+    result: dict[str, Any] = {
+        "env_id": config.env.id,
+        "seed": config.run.seed,
+        "env_steps": state["env_steps"],
+        "eval_return_mean": statistics.fmean(returns),
+        "eval_return_std": statistics.pstdev(returns),
+        "eval_episodes": len(returns),
+        "checkpoint": str(path),
+    }
+    if video:
+        folder = path.parent / "videos"
+        wrapper = lambda env: gym.wrappers.RecordVideo(  # noqa: E731
+            env, str(folder), episode_trigger=lambda i: i == 0, name_prefix=path.stem, disable_logger=True)
+        evaluate(agent, config.env, 1, config.run.seed, dev, render_mode="rgb_array", wrappers=[wrapper])
+        result["videos"] = sorted(str(p) for p in folder.glob(f"{path.stem}*.mp4"))
+    (path.parent / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+class Policy:
+    """A trained policy as a plain callable: observation(s) -> action(s), deterministic.
+
+    Accepts one observation (shaped as the env's observation space) or a
+    batch ``[N, ...]``; returns numpy actions in the env's units (the same
+    batch-ness as the input).
+    """
+
+    def __init__(self, agent: torch.nn.Module, observation_space: gym.Space):
+        self.agent = agent
+        self.observation_space = observation_space
+        self.device = next(agent.parameters()).device
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        obs = np.asarray(obs)
+        single = obs.shape == tuple(self.observation_space.shape)
+        batch = obs[None] if single else obs
+        with torch.inference_mode():
+            action = self.agent.get_action(encode_obs(batch, self.observation_space, self.device),
+                                           deterministic=True).action.cpu().numpy()
+        return action[0] if single else action
+
+
+def load_policy(target: str | Path, device: str | torch.device = "cpu") -> Policy:
+    """Load a run dir's newest checkpoint (or a named checkpoint) as a :class:`Policy` on ``device``.
+
+    Example:
+        >>> policy = load_policy("runs/Pendulum-v1__s0__20260101-120000")
+        >>> action = policy(env.reset()[0])
+    """
+    agent, config, _ = load_agent(target, device)
+    env = make_env(config.env, torch.device("cpu"), num_envs=1)
+    space = env.observation_space
+    env.close()
+    return Policy(agent, space)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import gymnasium as gym
@@ -13,7 +14,6 @@ from torch.distributions import Categorical
 
 import core
 from shell.config import PolicyConfig
-
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -62,7 +62,7 @@ def mlp(in_size: int, hidden_sizes: list[int], out_size: int, activation: str, o
     """
     layers: list[nn.Module] = []
     sizes = [in_size, *hidden_sizes]
-    for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+    for a, b in itertools.pairwise(sizes):
         layers += [_init(nn.Linear(a, b), np.sqrt(2)), ACTIVATIONS[activation]()]
     layers.append(_init(nn.Linear(sizes[-1], out_size), out_gain))
     return nn.Sequential(*layers)

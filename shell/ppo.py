@@ -9,7 +9,7 @@ import core
 from shell.config import PPOConfig
 from shell.storage import RolloutStorage
 
-METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
 
 
 class PPO:
@@ -61,13 +61,13 @@ class PPO:
 
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                nn.utils.clip_grad_norm_(self.agent.parameters(), cfg.max_grad_norm, foreach=True)
+                grad_norm = nn.utils.clip_grad_norm_(self.agent.parameters(), cfg.max_grad_norm, foreach=True)
                 self.optimizer.step()
 
                 with torch.no_grad():
                     kl = core.approx_kl(new_log_prob, mb["log_probs"])
-                    sums += torch.stack((pg_loss, v_loss, entropy_mean, kl,
-                                         core.clip_fraction(new_log_prob, mb["log_probs"], cfg.clip_coef)))
+                    clipfrac = core.clip_fraction(new_log_prob, mb["log_probs"], cfg.clip_coef)
+                    sums += torch.stack((pg_loss, v_loss, entropy_mean, kl, clipfrac, grad_norm))
                     epoch_kl += kl
                 n_mb += 1
             count += n_mb
@@ -75,6 +75,6 @@ class PPO:
             if cfg.target_kl is not None and (epoch_kl / n_mb).item() > cfg.target_kl:
                 break
         out = dict(zip(METRICS, sums / count, strict=True))
-        out["epochs"] = torch.tensor(float(epochs))
+        out["epochs"] = torch.tensor(float(epochs), device=sums.device)
         out["explained_variance"] = core.explained_variance(storage.values.flatten(), storage.returns.flatten())
         return out

@@ -1,23 +1,29 @@
-"""The training loop: collect, compute advantages, update, log; then checkpoint and evaluate."""
+"""The training loop: collect, compute advantages, update, log; checkpoints, signals, resume."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
+import platform
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import gymnasium
+import numpy as np
 import torch
 from tqdm import tqdm
 
 import core
-from shell.checkpoint import save_checkpoint
-from shell.config import Config, dump_toml
+from shell.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from shell.config import Config, config_from_dict, dump_toml
 from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import evaluate
@@ -26,7 +32,13 @@ from shell.ppo import PPO
 from shell.storage import RolloutStorage
 
 CSV_FIELDS = ("update", "env_steps", "seconds", "sps", "learning_rate", "policy_loss", "value_loss", "entropy",
-              "approx_kl", "clipfrac", "explained_variance", "epochs", "episodic_return", "episodic_length")
+              "approx_kl", "clipfrac", "explained_variance", "grad_norm", "epochs", "episodic_return",
+              "episodic_length", "eval_return")
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class Interrupted(Exception):
+    """Raised inside the loop when SIGINT or SIGTERM arrived."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -52,17 +64,37 @@ def prepare_run_dir(run_dir: Path | None, config: Config) -> Path:
     """Create the run dir; a non-empty existing one is refused (ConfigError)."""
     path = Path(run_dir) if run_dir is not None else default_run_dir(config)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise ConfigError(f"--run-dir {path} exists and is not empty; pick a new one or remove it")
+        raise ConfigError(f"--run-dir {path} exists and is not empty; use --resume {path} to continue it, "
+                          "or pick a new folder")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
+def library_versions() -> dict[str, str | None]:
+    """Versions of Python, torch, gymnasium and numpy, and this project's git commit if it has one."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=5).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                    capture_output=True, text=True, timeout=5).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, False
+    return {"python": platform.python_version(), "torch": torch.__version__, "gymnasium": gymnasium.__version__,
+            "numpy": np.__version__, "git_commit": commit, "git_dirty": dirty if commit else None}
+
+
 class Trainer:
-    """Owns the envs, the agent, the PPO update, the storage and the logs of one run."""
+    """Owns the envs, the agent, the PPO update, the storage and the logs of one run.
+
+    ``train()`` runs from the current counters to ``config.num_updates``; after
+    ``load_state_dict`` of a checkpoint it continues that run exactly, except that
+    the envs restart from a reset (seeded from ``seed`` and the update count).
+    """
 
     def __init__(self, config: Config, run_dir: Path):
         self.config = config
-        self.run_dir = run_dir
+        self.run_dir = Path(run_dir)
         torch.set_num_threads(config.run.torch_threads)
         self.device = resolve_device(config.run.device)
         torch.manual_seed(config.run.seed)
@@ -79,9 +111,45 @@ class Trainer:
                                       tuple(space.shape), action_dtype, self.device)
         self.update = 0
         self.env_steps = 0
-        self.episode_returns: list[float] = []
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.toml").write_text(dump_toml(config))
+        self.train_seconds = 0.0
+        self.best_eval: float | None = None
+        self.recent_returns: list[float] = []
+        self._signal: int | None = None
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.toml").write_text(dump_toml(config))
+        (self.run_dir / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "model": self.agent.state_dict(),
+            "optimizer": self.ppo.optimizer.state_dict(),
+            "update": self.update,
+            "env_steps": self.env_steps,
+            "train_seconds": self.train_seconds,
+            "best_eval": self.best_eval,
+            "torch_rng": torch.get_rng_state(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["model"])
+        self.ppo.optimizer.load_state_dict(state["optimizer"])
+        self.update = int(state["update"])
+        self.env_steps = int(state["env_steps"])
+        self.train_seconds = float(state["train_seconds"])
+        self.best_eval = state["best_eval"]
+        torch.set_rng_state(state["torch_rng"])
+        self.generator.set_state(state["generator"])
+
+    def save(self) -> Path:
+        """Atomically write ``checkpoints/ckpt_<env_steps>.pt``; keep the newest ``keep_checkpoints``."""
+        folder = self.run_dir / "checkpoints"
+        path = save_checkpoint(folder / f"ckpt_{self.env_steps:012d}.pt", self.state_dict())
+        for old in sorted(folder.glob("ckpt_*.pt"))[: -self.config.run.keep_checkpoints]:
+            old.unlink()
+        return path
 
     # ------------------------------------------------------------------ collect
     def collect(self, obs: torch.Tensor) -> tuple[torch.Tensor, list[float], list[int]]:
@@ -93,6 +161,8 @@ class Trainer:
         storage.reset()
         with torch.inference_mode():
             for _ in range(storage.num_steps):
+                if self._signal is not None:
+                    raise Interrupted
                 sample = agent.get_action(obs, generator=self.generator)
                 step = self.env.step(sample.action)
                 reward = step.reward * self.config.ppo.reward_scale
@@ -108,102 +178,178 @@ class Trainer:
             storage.compute_advantages(agent.value(obs), gamma, self.config.ppo.gae_lambda)
         return obs, returns, lengths
 
+    def _update_and_check(self) -> dict[str, float]:
+        """One PPO update; one host sync to read the metrics and check that all is finite."""
+        metrics = self.ppo.update(self.storage)
+        params_finite = torch.stack([p.isfinite().all() for p in self.agent.parameters()]).all()
+        values = torch.stack([*metrics.values(), params_finite.float()]).tolist()
+        out = dict(zip(metrics, values, strict=False))
+        bad = [k for k in ("policy_loss", "value_loss", "entropy", "grad_norm") if not math.isfinite(out[k])]
+        if values[-1] != 1.0:
+            bad.append("parameters")
+        if bad:
+            raise TrainingError(
+                f"non-finite {', '.join(bad)} at update {self.update + 1} (env step {self.env_steps}); "
+                f"training stopped, the last good checkpoint is in {self.run_dir / 'checkpoints'}"
+            )
+        return out
+
     # ------------------------------------------------------------------ loop
     def train(self) -> dict[str, Any]:
+        """Run to ``config.num_updates``; return the summary (also written to summary.json)."""
         cfg = self.config
         num_updates = cfg.num_updates
         writer, csv_file, csv_writer = self._open_logs()
-        progress = tqdm(total=num_updates * cfg.batch_size, unit="step", file=sys.stderr, dynamic_ncols=True,
-                        mininterval=0.5, desc=cfg.env.id)
-        obs = self.env.reset(seed=cfg.run.seed)
-        start = time.perf_counter()
+        progress = tqdm(total=num_updates * cfg.batch_size, initial=self.env_steps, unit="step", file=sys.stderr,
+                        dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id)
+        previous = {s: signal.signal(s, self._on_signal) for s in SIGNAL_EXIT}
+        # A fresh run resets with `seed`; a resumed one with a seed derived from its update count.
+        obs = self.env.reset(seed=cfg.run.seed + self.update * cfg.env.num_envs)
+        start = time.perf_counter() - self.train_seconds
+        eval_returns: list[float] = []
+        checkpoint: Path | None = None
         try:
-            for update in range(num_updates):
+            while self.update < num_updates:
                 lr = cfg.ppo.learning_rate
                 if cfg.ppo.anneal_lr:
-                    lr = core.linear_schedule(cfg.ppo.learning_rate, 0.0, update, num_updates)
+                    lr = core.linear_schedule(cfg.ppo.learning_rate, 0.0, self.update, num_updates)
                     self.ppo.set_learning_rate(lr)
 
                 # -- collect and compute advantages
                 obs, ep_returns, ep_lengths = self.collect(obs)
-                self.env_steps += cfg.batch_size
-
                 # -- update
-                metrics = self.ppo.update(self.storage)
-                values = dict(zip(metrics, torch.stack(list(metrics.values())).tolist(), strict=True))
-                bad = [k for k, v in values.items() if not math.isfinite(v)]
-                if bad:
-                    raise TrainingError(f"non-finite {', '.join(bad)} at update {update + 1}; stopping")
-                self.update = update + 1
+                values = self._update_and_check()
+                self.update += 1
+                self.env_steps += cfg.batch_size
+                self.train_seconds = time.perf_counter() - start
+
+                # -- periodic evaluation and checkpoints
+                row_eval = ""
+                if cfg.run.eval_every and self.update % cfg.run.eval_every == 0 and self.update < num_updates:
+                    row_eval = self._periodic_eval()
+                    start = time.perf_counter() - self.train_seconds  # evaluation time is not training time
+                elif cfg.run.checkpoint_every and self.update % cfg.run.checkpoint_every == 0:
+                    self.save()
 
                 # -- log
-                elapsed = time.perf_counter() - start
-                self.episode_returns += ep_returns
-                row = {"update": self.update, "env_steps": self.env_steps, "seconds": round(elapsed, 3),
-                       "sps": round(self.env_steps / elapsed, 1), "learning_rate": lr, **values,
+                self.recent_returns = (self.recent_returns + ep_returns)[-20:]
+                row = {"update": self.update, "env_steps": self.env_steps, "seconds": round(self.train_seconds, 3),
+                       "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
                        "episodic_return": statistics.fmean(ep_returns) if ep_returns else "",
-                       "episodic_length": statistics.fmean(ep_lengths) if ep_lengths else ""}
-                csv_writer.writerow(row)
-                for key, value in row.items():
-                    if key not in ("update", "env_steps") and value != "":
-                        writer.add_scalar(f"{'charts' if key.startswith('episodic') else 'train'}/{key}",
-                                          value, self.env_steps)
+                       "episodic_length": statistics.fmean(ep_lengths) if ep_lengths else "",
+                       "eval_return": row_eval}
+                csv_writer.writerow({k: row[k] for k in CSV_FIELDS})
+                for key in CSV_FIELDS[2:]:
+                    if row[key] != "":
+                        group = "charts" if key.startswith(("episodic", "eval")) else "train"
+                        writer.add_scalar(f"{group}/{key}", row[key], self.env_steps)
                 progress.update(cfg.batch_size)
-                recent = self.episode_returns[-20:]
+                recent = self.recent_returns
                 progress.set_postfix(sps=int(row["sps"]), ret=f"{statistics.fmean(recent):.1f}" if recent else "-",
                                      refresh=False)
-            train_seconds = time.perf_counter() - start
+            checkpoint = self.save()
+            eval_returns = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device)
+        except Interrupted:
+            checkpoint = self.save()
+            name = signal.Signals(self._signal).name
+            print(f"\ninterrupted by {name}: checkpoint saved to {checkpoint}; continue with "
+                  f"--resume {self.run_dir}", file=sys.stderr)
         finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
             progress.close()
             writer.close()
             csv_file.close()
             self.env.close()
+        return self._write_summary(eval_returns, checkpoint)
 
-        checkpoint = self.save()
-        eval_returns = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device)
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self._signal is not None:  # a second Ctrl-C while saving is ignored; saving is quick
+            return
+        self._signal = signum
+
+    def _periodic_eval(self) -> float:
+        """Evaluate, checkpoint, and copy the checkpoint to best.pt when it is the best so far."""
+        returns = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
+                           self.device)
+        mean = statistics.fmean(returns)
+        is_best = self.best_eval is None or mean > self.best_eval
+        if is_best:
+            self.best_eval = mean
+        path = self.save()
+        if is_best:
+            tmp = path.with_name(".best.pt.tmp")
+            shutil.copyfile(path, tmp)
+            tmp.replace(path.with_name("best.pt"))
+        return mean
+
+    def _write_summary(self, eval_returns: list[float], checkpoint: Path | None) -> dict[str, Any]:
+        cfg = self.config
+        seconds = max(self.train_seconds, 1e-9)
         summary = {
             "env_id": cfg.env.id,
             "seed": cfg.run.seed,
             "env_steps": self.env_steps,
             "updates": self.update,
-            "train_seconds": round(train_seconds, 3),
-            "sps": round(self.env_steps / train_seconds, 1),
+            "train_seconds": round(self.train_seconds, 3),
+            "sps": round(self.env_steps / seconds, 1),
             "eval_return_mean": statistics.fmean(eval_returns) if eval_returns else None,
             "eval_return_std": statistics.pstdev(eval_returns) if eval_returns else None,
             "eval_episodes": len(eval_returns),
             "run_dir": str(self.run_dir),
-            "checkpoint": str(checkpoint),
+            "checkpoint": str(checkpoint) if checkpoint else None,
             "world_size": 1,
             "device": str(self.device),
-            "interrupted": False,
+            "interrupted": self._signal is not None,
         }
+        if self._signal is not None:
+            summary["signal"] = signal.Signals(self._signal).name
+            summary["exit_code"] = SIGNAL_EXIT[self._signal]
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
     def _open_logs(self):
         from torch.utils.tensorboard import SummaryWriter  # imported late: it is the slowest import
 
-        writer = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
-        csv_file = open(self.run_dir / "metrics.csv", "w", newline="")  # noqa: SIM115 - closed in train()
+        writer = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"), purge_step=self.env_steps or None)
+        path = self.run_dir / "metrics.csv"
+        fresh = self.update == 0 or not path.exists()
+        csv_file = open(path, "w" if fresh else "a", newline="")
         csv_writer = csv.DictWriter(csv_file, fieldnames=CSV_FIELDS)
-        csv_writer.writeheader()
+        if fresh:
+            csv_writer.writeheader()
         return writer, csv_file, csv_writer
-
-    def save(self) -> Path:
-        """Atomically write ``checkpoints/ckpt_<env_steps>.pt`` and point ``latest.pt`` at it."""
-        state = {
-            "model": self.agent.state_dict(),
-            "optimizer": self.ppo.optimizer.state_dict(),
-            "config": self.config.to_dict(),
-            "update": self.update,
-            "env_steps": self.env_steps,
-            "torch_rng": torch.get_rng_state(),
-            "generator": self.generator.get_state(),
-        }
-        return save_checkpoint(self.run_dir / "checkpoints" / f"ckpt_{self.env_steps:010d}.pt", state)
 
 
 def train(config: Config, run_dir: Path | None = None) -> dict[str, Any]:
     """Train one run and return its summary (also written to RUN_DIR/summary.json)."""
     path = prepare_run_dir(run_dir, config)
     return Trainer(config, path).train()
+
+
+def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None = None) -> dict[str, Any]:
+    """Continue the run in ``run_dir`` from its newest checkpoint.
+
+    The config is the checkpoint's; ``total_timesteps`` may extend it and ``device``
+    may move it. Counters, learning-rate schedule, optimizer moments and RNG streams
+    continue exactly; the envs restart from a reset.
+
+    Raises:
+        ConfigError: no such run dir, no checkpoint in it, or a corrupt one.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ConfigError(f"--resume {run_dir}: no such run dir")
+    path = latest_checkpoint(run_dir / "checkpoints")
+    state = load_checkpoint(path)
+    data = state["config"]
+    if total_timesteps is not None:
+        data["run"]["total_timesteps"] = total_timesteps
+    if device is not None:
+        data["run"]["device"] = device
+    config = config_from_dict({k: {n: v for n, v in sec.items() if v is not None} for k, sec in data.items()})
+    trainer = Trainer(config, run_dir)
+    trainer.load_state_dict(state)
+    print(f"resuming {run_dir} from {path.name} (update {trainer.update}, env step {trainer.env_steps})",
+          file=sys.stderr)
+    return trainer.train()

@@ -1,0 +1,58 @@
+"""Learning curves from runs' metrics.csv, drawn with matplotlib."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from shell.errors import ConfigError
+
+
+def read_curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(env_steps, episodic_return)`` of the updates in which episodes ended.
+
+    Raises:
+        ConfigError: no metrics.csv, or no finished episode in it.
+    """
+    path = Path(run_dir) / "metrics.csv"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir}: no metrics.csv (is it a run dir?)")
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("episodic_return")]
+    if not rows:
+        raise ConfigError(f"{path}: no finished episode to plot")
+    return (np.array([float(r["env_steps"]) for r in rows]), np.array([float(r["episodic_return"]) for r in rows]))
+
+
+def plot_runs(run_dirs: list[str | Path], out: str | Path | None = None) -> Path:
+    """Write a PNG of episodic return against env steps: the mean over runs and its min-max spread.
+
+    Curves are interpolated onto a common grid up to the shortest run's last step.
+    Returns the PNG's path (default ``learning_curve.png`` in the first run dir).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = [read_curve(Path(d)) for d in run_dirs]
+    end = min(steps[-1] for steps, _ in curves)
+    start = max(steps[0] for steps, _ in curves)
+    grid = np.linspace(start, end, 200) if end > start else np.array([end])
+    ys = np.stack([np.interp(grid, steps, returns) for steps, returns in curves])
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    ax.plot(grid, ys.mean(axis=0), label=f"mean of {len(curves)} run(s)")
+    if len(curves) > 1:
+        ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), alpha=0.25, label="min-max over runs")
+    names = sorted({Path(d).resolve().name.split("__")[0] for d in run_dirs})
+    ax.set(xlabel="env steps", ylabel="episodic return (training)", title=", ".join(names))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    path = Path(out) if out else Path(run_dirs[0]) / "learning_curve.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
