@@ -8,14 +8,25 @@ action) and acts with ``a = tanh(u) * action_scale + action_bias``. Storing
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 from torch.distributions import Normal
 from torch.nn.functional import softplus
 
-from core._checks import broadcast_to_last, check_floating
+from core._checks import broadcast_to_last, check_floating, check_same_dtype
 
 _LOG2 = math.log(2.0)
+
+
+def _as_int(name: str, value: object) -> int:
+    """An integer (Python or numpy, not bool) as int; ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
 def _as_tensor(value: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
@@ -59,7 +70,7 @@ def unsquash(
     The normalised action ``(a - bias) / scale`` is clamped into the open
     interval ``(-1 + eps, 1 - eps)`` with ``eps = torch.finfo(dtype).eps``
     before ``atanh``, so actions at or beyond the bounds map to a large finite
-    raw action (about +-8.3 in float32, +-18.7 in float64), never to inf.
+    raw action (about +-8.3 in float32, +-18.37 in float64), never to inf.
 
     Args:
         action: ``[..., A]`` float action in the env's units.
@@ -141,9 +152,11 @@ def squashed_log_prob(
 
     Raises:
         ValueError: if mean, std or action_scale do not broadcast to
-            ``raw_action``'s shape, or ``raw_action`` has no action dimension.
+            ``raw_action``'s shape, their dtypes differ, or ``raw_action`` has no
+            action dimension.
     """
     check_floating(raw_action=raw_action, mean=mean, std=std)
+    check_same_dtype(raw_action=raw_action, mean=mean, std=std)
     if raw_action.dim() == 0:
         raise ValueError("raw_action must have a trailing action dimension [..., A], got a scalar")
     broadcast_to_last("mean", mean, raw_action)
@@ -205,9 +218,10 @@ def normalized_entropy_coef(num_actions: int, base_coef: float = 0.01) -> float:
     Raises:
         ValueError: if ``num_actions`` is not an int >= 2.
     """
-    if isinstance(num_actions, bool) or not isinstance(num_actions, int) or num_actions < 2:
+    n = _as_int("num_actions", num_actions)
+    if n < 2:
         raise ValueError(f"num_actions must be an int >= 2, got {num_actions!r}")
-    return float(base_coef) / math.log(num_actions)
+    return float(base_coef) / math.log(n)
 
 
 def multi_discrete_entropy_coef(nvec: list[int] | tuple[int, ...], base_coef: float = 0.01) -> float:
@@ -227,7 +241,7 @@ def multi_discrete_entropy_coef(nvec: list[int] | tuple[int, ...], base_coef: fl
     Raises:
         ValueError: if every component has fewer than 2 choices or one is < 1.
     """
-    sizes = [int(n) for n in nvec]
+    sizes = [_as_int("nvec", n) for n in nvec]
     if any(n < 1 for n in sizes) or not any(n >= 2 for n in sizes):
         raise ValueError(f"nvec must hold ints >= 1 with at least one >= 2, got {list(nvec)}")
     return float(base_coef) / sum(math.log(n) for n in sizes)

@@ -15,11 +15,11 @@ MAX_LOG_RATIO = 20.0
 
 
 def _stable_ratio(log_ratio: torch.Tensor) -> torch.Tensor:
-    # exp() overflows float32 at a log-ratio of about 88.7. Above MAX_LOG_RATIO the
-    # value and the gradient are those at MAX_LOG_RATIO (a straight-through cap), so
-    # the loss stays finite and the gradient keeps its sign instead of vanishing.
-    excess = (log_ratio - MAX_LOG_RATIO).clamp(min=0.0).detach()
-    return torch.exp(log_ratio - excess)
+    # exp() overflows float32 at a log-ratio of about 88.7. Above MAX_LOG_RATIO the value is
+    # exp(MAX_LOG_RATIO) exactly and the gradient that value times d(log_ratio) (a straight-through
+    # cap), so the loss stays finite and the gradient keeps its sign instead of vanishing.
+    capped = log_ratio.clamp(max=MAX_LOG_RATIO).detach()
+    return torch.exp(capped + (log_ratio - log_ratio.detach()))
 
 
 def clip_loss(

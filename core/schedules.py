@@ -24,4 +24,6 @@ def linear_schedule(start: float, end: float, step: int, num_steps: int) -> floa
     if num_steps <= 0:
         raise ValueError(f"num_steps must be positive, got {num_steps}")
     frac = min(max(step, 0), num_steps) / num_steps
+    if frac == 1.0:
+        return end  # exact at the end; start + (end - start) can round
     return start + (end - start) * frac

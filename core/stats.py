@@ -82,16 +82,19 @@ def clip_fraction(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, clip_c
     return ((ratio - 1.0).abs() > clip_coef).to(new_log_prob.dtype).mean()
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, rtol: float = 1e-5) -> torch.Tensor:
     """``1 - Var[R - V] / Var[R]``: how much of the returns' variance the critic explains.
 
     1 is a perfect critic, 0 no better than a constant, negative worse. When
     the returns have zero variance the ratio is undefined; this returns 0
-    then (never NaN). Population variances.
+    then (never NaN). Float rounding leaves a constant batch a tiny positive
+    variance, so ``Var[R] <= (rtol * max|R|)^2`` counts as zero. Population
+    variances.
 
     Args:
         values: ``[B]`` float predictions.
         returns: ``[B]`` float targets.
+        rtol: relative spread below which the returns count as constant.
 
     Returns:
         A 0-d tensor.
@@ -105,8 +108,10 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Ten
         raise ValueError("explained_variance got an empty batch")
     var_returns = returns.var(correction=0)
     var_residual = (returns - values).var(correction=0)
-    safe = torch.where(var_returns > 0, var_returns, torch.ones_like(var_returns))
-    return torch.where(var_returns > 0, 1.0 - var_residual / safe, torch.zeros_like(var_returns))
+    floor = (rtol * returns.abs().max()).square() + torch.finfo(returns.dtype).tiny
+    varies = var_returns > floor
+    safe = torch.where(varies, var_returns, torch.ones_like(var_returns))
+    return torch.where(varies, 1.0 - var_residual / safe, torch.zeros_like(var_returns))
 
 
 def merge_moments(
@@ -130,7 +135,8 @@ def merge_moments(
 
     Symmetric in its two operands and associative, so per-rank statistics
     can be merged in any order. Merging with a zero count returns the other
-    operand.
+    operand. With Python-number counts a zero total raises; with tensor counts
+    (checked without a host synchronisation) it gives finite values and count 0.
 
     Args:
         mean, var: ``[S]`` (any shape) running statistics, float.
@@ -142,17 +148,18 @@ def merge_moments(
         ``(mean, var, count)`` merged, new tensors.
 
     Raises:
-        ValueError: on mismatched shapes or a total count of zero.
+        ValueError: on mismatched shapes, or a total count of zero given as Python numbers.
     """
     check_floating(mean=mean, var=var, batch_mean=batch_mean, batch_var=batch_var)
     check_same_shape(mean=mean, var=var, batch_mean=batch_mean, batch_var=batch_var)
     total = count + batch_count
     if not isinstance(total, torch.Tensor) and total <= 0:
         raise ValueError(f"merge_moments needs a positive total count, got {count} + {batch_count}")
+    safe_total = torch.where(total > 0, total, torch.ones_like(total)) if isinstance(total, torch.Tensor) else total
     delta = batch_mean - mean
-    new_mean = mean + delta * (batch_count / total)
-    m2 = var * count + batch_var * batch_count + delta.pow(2) * (count * batch_count / total)
-    return new_mean, m2 / total, total
+    new_mean = mean + delta * (batch_count / safe_total)
+    m2 = var * count + batch_var * batch_count + delta.pow(2) * (count * batch_count / safe_total)
+    return new_mean, m2 / safe_total, total
 
 
 def batch_moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:

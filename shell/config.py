@@ -82,7 +82,7 @@ class EnvConfig:
     id: str = _field("Pendulum-v1", "Gymnasium id, including 'my_module:MyEnv-v0' for your own env.")
     num_envs: int = _field(16, "Parallel envs per process.", _range(1))
     vectorization_mode: str = _field("sync", "Gymnasium vector env: 'sync' or 'async'.", _one_of("sync", "async"))
-    backend: str = _field("gymnasium", "'gymnasium' (CPU envs) or 'torch' (batched tensor envs).", _one_of("gymnasium"))
+    backend: str = _field("gymnasium", "'gymnasium' (CPU envs) or 'torch' (batched tensor envs).", _one_of("gymnasium", "torch"))
     max_episode_steps: int | None = _field(None, "Override the env's time limit (absent = registered one).", _range(1))
 
 

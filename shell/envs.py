@@ -30,9 +30,11 @@ class StepResult(NamedTuple):
         terminated: ``[N]`` bool.
         truncated: ``[N]`` bool (time limit, not termination).
         final_obs: ``[N, S]`` float32, the true last observation where an episode
-            ended this step and ``obs`` elsewhere; ``None`` when no episode ended.
-        episode_returns: raw returns of the episodes that ended this step (host floats).
-        episode_lengths: their lengths.
+            ended this step and ``obs`` elsewhere; ``None`` when the env knows that
+            no episode ended (the gymnasium backend).
+        episode_done: ``[N]`` bool, an episode ended this step.
+        episode_return: ``[N]`` float32 raw return of that episode (where ``episode_done``).
+        episode_length: ``[N]`` long, its length (where ``episode_done``).
     """
 
     obs: torch.Tensor
@@ -40,8 +42,9 @@ class StepResult(NamedTuple):
     terminated: torch.Tensor
     truncated: torch.Tensor
     final_obs: torch.Tensor | None
-    episode_returns: list[float]
-    episode_lengths: list[int]
+    episode_done: torch.Tensor
+    episode_return: torch.Tensor
+    episode_length: torch.Tensor
 
 
 def check_observation_space(space: gym.Space) -> int:
@@ -159,21 +162,20 @@ class GymVecEnv:
             mask = info["_final_obs"]
             final = np.array(obs, copy=True)
             final[mask] = np.stack(info["final_obs"][mask])
-        returns: list[float] = []
-        lengths: list[int] = []
-        if "_episode" in info:
-            ended = info["_episode"]
-            returns = info["episode"]["r"][ended].tolist()
-            lengths = info["episode"]["l"][ended].tolist()
         dev = self.device
+        if "_episode" in info:
+            ended, stats = info["_episode"], info["episode"]
+        else:
+            ended, stats = np.zeros(self.num_envs, bool), {"r": np.zeros(self.num_envs), "l": np.zeros(self.num_envs)}
         return StepResult(
             obs=self._encode(obs),
             reward=torch.as_tensor(np.asarray(reward, dtype=np.float32)).to(dev),
             terminated=torch.as_tensor(terminated).to(dev),
             truncated=torch.as_tensor(truncated).to(dev),
             final_obs=self._encode(final) if final is not obs else None,
-            episode_returns=returns,
-            episode_lengths=lengths,
+            episode_done=torch.as_tensor(ended).to(dev),
+            episode_return=torch.as_tensor(np.asarray(stats["r"], dtype=np.float32)).to(dev),
+            episode_length=torch.as_tensor(np.asarray(stats["l"], dtype=np.int64)).to(dev),
         )
 
     def close(self) -> None:
@@ -181,12 +183,24 @@ class GymVecEnv:
 
 
 def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,
-             wrappers: list | None = None) -> GymVecEnv:
+             wrappers: list | None = None):
     """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``).
 
+    ``backend = "gymnasium"`` gives a :class:`GymVecEnv`; ``backend = "torch"`` a batched
+    tensor env from :mod:`shell.torch_envs` (rendering and wrappers need the gymnasium backend).
     ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``.
 
     Raises:
-        ConfigError: unknown env id, missing optional extra, unsupported space.
+        ConfigError: unknown env id, missing optional extra, unsupported space, an id
+            with no torch implementation, or rendering asked of the torch backend.
     """
-    return GymVecEnv(cfg, num_envs or cfg.num_envs, device, render_mode, wrappers)
+    num_envs = num_envs or cfg.num_envs
+    if cfg.backend == "torch":
+        from shell.torch_envs import TORCH_ENVS
+
+        if cfg.id not in TORCH_ENVS:
+            raise ConfigError(f"env.backend = 'torch' has no env {cfg.id!r}; torch envs: {sorted(TORCH_ENVS)}")
+        if render_mode is not None or wrappers:
+            raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
+        return TORCH_ENVS[cfg.id](num_envs, device, cfg.max_episode_steps)
+    return GymVecEnv(cfg, num_envs, device, render_mode, wrappers)

@@ -113,7 +113,7 @@ class Trainer:
         self.env_steps = 0
         self.train_seconds = 0.0
         self.best_eval: float | None = None
-        self.recent_returns: list[float] = []
+        self.recent_return: float | None = None
         self._signal: int | None = None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.toml").write_text(dump_toml(config))
@@ -152,12 +152,16 @@ class Trainer:
         return path
 
     # ------------------------------------------------------------------ collect
-    def collect(self, obs: torch.Tensor) -> tuple[torch.Tensor, list[float], list[int]]:
-        """Fill the storage with one rollout from ``obs``; return the next obs and finished episodes."""
+    def collect(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fill the storage with one rollout from ``obs``.
+
+        Returns:
+            The next observation, and ``[3]`` device totals over the episodes that
+            ended: (count, sum of raw returns, sum of lengths).
+        """
         gamma = self.config.ppo.gamma
         storage, agent = self.storage, self.agent
-        returns: list[float] = []
-        lengths: list[int] = []
+        episodes = torch.zeros(3, device=self.device)
         storage.reset()
         with torch.inference_mode():
             for _ in range(storage.num_steps):
@@ -172,18 +176,19 @@ class Trainer:
                                                       agent.value(step.final_obs), gamma)
                 storage.add(obs, sample.raw_action, sample.log_prob, sample.value, reward,
                             step.terminated | step.truncated)
-                returns += step.episode_returns
-                lengths += step.episode_lengths
+                done = step.episode_done
+                episodes += torch.stack((done.sum(), torch.where(done, step.episode_return, 0.0).sum(),
+                                         torch.where(done, step.episode_length, 0).sum())).to(episodes.dtype)
                 obs = step.obs
             storage.compute_advantages(agent.value(obs), gamma, self.config.ppo.gae_lambda)
-        return obs, returns, lengths
+        return obs, episodes
 
-    def _update_and_check(self) -> dict[str, float]:
-        """One PPO update; one host sync to read the metrics and check that all is finite."""
+    def _update_and_check(self, episodes: torch.Tensor) -> dict[str, Any]:
+        """One PPO update, then one host sync to read the metrics and episode totals and check finiteness."""
         metrics = self.ppo.update(self.storage)
         params_finite = torch.stack([p.isfinite().all() for p in self.agent.parameters()]).all()
-        values = torch.stack([*metrics.values(), params_finite.float()]).tolist()
-        out = dict(zip(metrics, values, strict=False))
+        values = torch.cat((torch.stack(list(metrics.values())), episodes, params_finite.float()[None])).tolist()
+        out: dict[str, Any] = dict(zip(metrics, values, strict=False))
         bad = [k for k in ("policy_loss", "value_loss", "entropy", "grad_norm") if not math.isfinite(out[k])]
         if values[-1] != 1.0:
             bad.append("parameters")
@@ -192,6 +197,9 @@ class Trainer:
                 f"non-finite {', '.join(bad)} at update {self.update + 1} (env step {self.env_steps}); "
                 f"training stopped, the last good checkpoint is in {self.run_dir / 'checkpoints'}"
             )
+        count, return_sum, length_sum = values[len(metrics):len(metrics) + 3]
+        out["episodic_return"] = return_sum / count if count else ""
+        out["episodic_length"] = length_sum / count if count else ""
         return out
 
     # ------------------------------------------------------------------ loop
@@ -216,9 +224,9 @@ class Trainer:
                     self.ppo.set_learning_rate(lr)
 
                 # -- collect and compute advantages
-                obs, ep_returns, ep_lengths = self.collect(obs)
+                obs, episodes = self.collect(obs)
                 # -- update
-                values = self._update_and_check()
+                values = self._update_and_check(episodes)
                 self.update += 1
                 self.env_steps += cfg.batch_size
                 self.train_seconds = time.perf_counter() - start
@@ -232,11 +240,10 @@ class Trainer:
                     self.save()
 
                 # -- log
-                self.recent_returns = (self.recent_returns + ep_returns)[-20:]
+                if values["episodic_return"] != "":
+                    self.recent_return = values["episodic_return"]
                 row = {"update": self.update, "env_steps": self.env_steps, "seconds": round(self.train_seconds, 3),
                        "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
-                       "episodic_return": statistics.fmean(ep_returns) if ep_returns else "",
-                       "episodic_length": statistics.fmean(ep_lengths) if ep_lengths else "",
                        "eval_return": row_eval}
                 csv_writer.writerow({k: row[k] for k in CSV_FIELDS})
                 for key in CSV_FIELDS[2:]:
@@ -244,9 +251,8 @@ class Trainer:
                         group = "charts" if key.startswith(("episodic", "eval")) else "train"
                         writer.add_scalar(f"{group}/{key}", row[key], self.env_steps)
                 progress.update(cfg.batch_size)
-                recent = self.recent_returns
-                progress.set_postfix(sps=int(row["sps"]), ret=f"{statistics.fmean(recent):.1f}" if recent else "-",
-                                     refresh=False)
+                progress.set_postfix(sps=int(row["sps"]), refresh=False,
+                                     ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
             checkpoint = self.save()
             eval_returns = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device)
         except Interrupted:

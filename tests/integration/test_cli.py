@@ -55,7 +55,7 @@ def test_set_and_explicit_flags_precedence(main, tmp_path):
         (["--config", "pendulum", "--set", "ppo.gamma=1.5"], "ppo.gamma = 1.5"),
         (["--config", "pendulum", "--set", "ppo.gamma=fast"], "wrong type"),
         (["--config", "pendulum", "--set", "gamma=0.9"], "section.key=value"),
-        (["--config", "pendulum", "--total-timesteps", "0"], "positive"),
+        (["--config", "pendulum", "--total-timesteps", "0"], "--total-timesteps: must be an integer >= 1"),
         (["--config", "pendulum", "--set", "env.id=NoSuchEnv-v0"], "NoSuchEnv-v0"),
         (["--config", "pendulum", "--set", "ppo.num_minibatches=7"], "not divisible"),
     ],

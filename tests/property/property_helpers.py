@@ -50,9 +50,7 @@ def call_pure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     copies = [t.detach().clone() for t in tensors]
     out = fn(*args, **kwargs)
     for t, copy in zip(tensors, copies, strict=True):
-        torch.testing.assert_close(
-            t.detach(), copy, rtol=0, atol=0, equal_nan=True, msg="core wrote to an input"
-        )
+        torch.testing.assert_close(t.detach(), copy, rtol=0, atol=0, equal_nan=True, msg="core wrote to an input")
     return out
 
 

@@ -39,9 +39,7 @@ def bootstrap_reference(rewards, terminated, truncated, final_values, gamma):
     return out
 
 
-def gae_with_time_limits_reference(
-    rewards, values, terminated, truncated, final_values, last_value, gamma, lam
-):
+def gae_with_time_limits_reference(rewards, values, terminated, truncated, final_values, last_value, gamma, lam):
     """GAE for one env whose episodes end by termination or by a time limit, in Python floats.
 
     delta_t = r_t + gamma * V(final_obs_t) - V_t   if truncated (and not terminated) at t

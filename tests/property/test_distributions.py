@@ -182,9 +182,7 @@ def test_unsquash_is_finite_everywhere_and_inverts_squash_inside(case, where) ->
     )
     back = core.squash(raw, case["scale_arg"], as_tensor(bias, dtype))
     tolerance = 8 * eps(dtype) * (np.abs(scale) + np.abs(bias)) * np.ones_like(y)
-    assert_close(
-        back[torch.as_tensor(inside)], np.asarray(action, np.float64)[inside], atol=tolerance[inside]
-    )
+    assert_close(back[torch.as_tensor(inside)], np.asarray(action, np.float64)[inside], atol=tolerance[inside])
 
 
 @given(case=squashed_cases(u_bound=3.0))
@@ -205,16 +203,10 @@ def test_squash_unsquash_hand_worked_example() -> None:
     # At the upper bound a = 3 the normalised action 1 is clamped to 1 - eps:
     #   float32: atanh(1 - 2^-23) = 0.5 * ln((2 - 2^-23) / 2^-23) = 0.5 * ln(2^24 - 1) = 8.3177661667
     u = torch.tensor([0.5493061443340549], dtype=torch.float64)
-    assert torch.allclose(
-        core.squash(u, 2.0, 1.0), torch.tensor([2.0], dtype=torch.float64), rtol=0, atol=1e-15
-    )
-    assert torch.allclose(
-        core.unsquash(torch.tensor([2.0], dtype=torch.float64), 2.0, 1.0), u, rtol=0, atol=1e-15
-    )
+    assert torch.allclose(core.squash(u, 2.0, 1.0), torch.tensor([2.0], dtype=torch.float64), rtol=0, atol=1e-15)
+    assert torch.allclose(core.unsquash(torch.tensor([2.0], dtype=torch.float64), 2.0, 1.0), u, rtol=0, atol=1e-15)
     at_bound = core.unsquash(torch.tensor([3.0, -1.0, 1e30]), 2.0, 1.0)
-    assert torch.allclose(
-        at_bound, torch.tensor([8.3177661667, -8.3177661667, 8.3177661667]), rtol=1e-6, atol=0
-    )
+    assert torch.allclose(at_bound, torch.tensor([8.3177661667, -8.3177661667, 8.3177661667]), rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize("fn", [core.squash, core.unsquash])
@@ -367,9 +359,7 @@ def test_squashed_entropy_matches_reference(case) -> None:
     raw = m + s * n
     per_dim = 0.5 * np.log(2 * math.pi * math.e * s**2) + elementwise(log_jacobian_cosh, raw, c)
     magnitude = (np.abs(np.log(s)) + np.abs(np.log(c)) + 2 * np.abs(raw) + 3).sum(-1)
-    assert_close(
-        entropy, per_dim.sum(-1), atol=16 * eps(dtype) * magnitude + SOFTPLUS_THRESHOLD_ERROR * n.shape[-1]
-    )
+    assert_close(entropy, per_dim.sum(-1), atol=16 * eps(dtype) * magnitude + SOFTPLUS_THRESHOLD_ERROR * n.shape[-1])
 
 
 @given(mean=finite_floats(30.0), noise=finite_floats(4.0), dtype=dtypes)
@@ -398,9 +388,7 @@ def test_squashed_entropy_is_unbiased_for_standard_normal_noise() -> None:
     grid = np.linspace(mean - 12 * std, mean + 12 * std, 200_001)
     density = np.exp(-0.5 * ((grid - mean) / std) ** 2) / (std * math.sqrt(2 * math.pi))
     log_jac = math.log(scale) - 2 * np.log(np.cosh(grid))
-    expected = 0.5 * math.log(2 * math.pi * math.e * std**2) + float(
-        np.sum(density * log_jac) * (grid[1] - grid[0])
-    )
+    expected = 0.5 * math.log(2 * math.pi * math.e * std**2) + float(np.sum(density * log_jac) * (grid[1] - grid[0]))
     noise = torch.randn(400_000, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     samples = core.squashed_entropy(
         torch.tensor([mean], dtype=torch.float64), torch.tensor([std], dtype=torch.float64), noise, scale
@@ -426,9 +414,7 @@ def test_normalized_entropy_coef_scales_the_maximum_entropy_to_base(num_actions,
     coef = core.normalized_entropy_coef(num_actions, base_coef)
     assert isinstance(coef, float)
     assert math.isclose(coef, base_coef / math.log(num_actions), rel_tol=1e-15, abs_tol=0)
-    assert math.isclose(
-        coef * uniform_categorical_entropy(num_actions), base_coef, rel_tol=1e-12, abs_tol=1e-300
-    )
+    assert math.isclose(coef * uniform_categorical_entropy(num_actions), base_coef, rel_tol=1e-12, abs_tol=1e-300)
     assert core.normalized_entropy_coef(num_actions) == core.normalized_entropy_coef(num_actions, 0.01)
 
 
@@ -454,14 +440,8 @@ def test_multi_discrete_entropy_coef_matches_sum_of_max_entropies(nvec) -> None:
     max_entropy = sum(uniform_categorical_entropy(n) for n in nvec)
     assert isinstance(coef, float)
     assert math.isclose(coef * max_entropy, 0.01, rel_tol=1e-12)
-    assert (
-        coef
-        == core.multi_discrete_entropy_coef(tuple(nvec))
-        == core.multi_discrete_entropy_coef(np.asarray(nvec))
-    )
-    assert math.isclose(
-        coef, core.multi_discrete_entropy_coef([*nvec, 1]), rel_tol=1e-15
-    )  # n = 1 adds nothing
+    assert coef == core.multi_discrete_entropy_coef(tuple(nvec)) == core.multi_discrete_entropy_coef(np.asarray(nvec))
+    assert math.isclose(coef, core.multi_discrete_entropy_coef([*nvec, 1]), rel_tol=1e-15)  # n = 1 adds nothing
     if len(nvec) == 1:
         assert math.isclose(coef, core.normalized_entropy_coef(nvec[0]), rel_tol=1e-15)
 

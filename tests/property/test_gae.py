@@ -184,12 +184,8 @@ def test_gae_is_linear_in_rewards(case: GaeCase, scale: float) -> None:
     other_t = as_tensor(other, case.dtype)
     combined = case.run(rewards=rewards + scale * other_t)
     base = case.run()
-    alone = case.run(
-        rewards=other_t, values=torch.zeros_like(values), last_value=torch.zeros_like(last_value)
-    )
-    bound = error_bound(
-        replace(case, rewards=np.abs(case.rewards) + abs(scale) * np.abs(other)), torch.float64
-    )
+    alone = case.run(rewards=other_t, values=torch.zeros_like(values), last_value=torch.zeros_like(last_value))
+    bound = error_bound(replace(case, rewards=np.abs(case.rewards) + abs(scale) * np.abs(other)), torch.float64)
     assert_close(combined, (base + scale * alone).numpy(), atol=4 * bound)
 
 

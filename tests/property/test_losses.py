@@ -185,9 +185,7 @@ def test_clip_loss_finite_for_huge_log_ratio(batch, clip_coef, huge) -> None:
 huge_log_ratios = finite_floats(3e38, min_value=float(core.MAX_LOG_RATIO))
 
 
-@given(
-    log_ratio=huge_log_ratios, adv=finite_floats(10.0, min_value=0.001), clip_coef=clip_coefs, dtype=dtypes
-)
+@given(log_ratio=huge_log_ratios, adv=finite_floats(10.0, min_value=0.001), clip_coef=clip_coefs, dtype=dtypes)
 @example(log_ratio=1e9, adv=1.0, clip_coef=0.2, dtype=torch.float32)  # the cap's rounding leaves r = 1
 @example(log_ratio=536870976.0, adv=1.0, clip_coef=0.1, dtype=torch.float32)  # shrunk by Hypothesis
 def test_clip_loss_huge_ratio_with_positive_advantage_is_clipped(log_ratio, adv, clip_coef, dtype) -> None:
@@ -201,13 +199,9 @@ def test_clip_loss_huge_ratio_with_positive_advantage_is_clipped(log_ratio, adv,
     assert new.grad.item() == 0.0
 
 
-@given(
-    log_ratio=huge_log_ratios, adv=finite_floats(-0.001, min_value=-10.0), clip_coef=clip_coefs, dtype=dtypes
-)
+@given(log_ratio=huge_log_ratios, adv=finite_floats(-0.001, min_value=-10.0), clip_coef=clip_coefs, dtype=dtypes)
 @example(log_ratio=1e9, adv=-1.0, clip_coef=0.2, dtype=torch.float32)  # r = 1 instead of e^20
-@example(
-    log_ratio=67108888.0, adv=-1.0, clip_coef=0.1, dtype=torch.float32
-)  # shrunk: r = e^24 instead of e^20
+@example(log_ratio=67108888.0, adv=-1.0, clip_coef=0.1, dtype=torch.float32)  # shrunk: r = e^24 instead of e^20
 def test_clip_loss_caps_log_ratio_in_value_and_gradient(log_ratio, adv, clip_coef, dtype) -> None:
     """A < 0 keeps the unclipped r A for any large r. Documented: log-ratios above MAX_LOG_RATIO count
     as MAX_LOG_RATIO in value and gradient (loss -e^20 A, gradient -e^20 A for B = 1). Allowed slack:

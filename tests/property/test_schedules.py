@@ -27,9 +27,7 @@ def linear_reference(start: float, end: float, step: int, num_steps: int) -> flo
 
 @given(start=values, end=values, step=st.integers(-100, 10_100), num_steps=lengths)
 @example(start=1e-3, end=0.0, step=1, num_steps=1)  # the shortest schedule
-@example(
-    start=1.0, end=2.2250738585072014e-308, step=1, num_steps=1
-)  # shrunk: start + (end - start) rounds to 0
+@example(start=1.0, end=2.2250738585072014e-308, step=1, num_steps=1)  # shrunk: start + (end - start) rounds to 0
 def test_linear_schedule_matches_interpolation(start, end, step, num_steps) -> None:
     value = core.linear_schedule(start, end, step, num_steps)
     assert isinstance(value, float)
@@ -48,9 +46,7 @@ def test_linear_schedule_is_monotone_and_clamped(start, end, num_steps, steps) -
     assert core.linear_schedule(start, end, 0, num_steps) == start
     assert core.linear_schedule(start, end, -5, num_steps) == start
     slack = 4 * 2.0**-52 * (abs(start) + abs(end))
-    assert math.isclose(
-        core.linear_schedule(start, end, num_steps + 7, num_steps), end, rel_tol=1e-12, abs_tol=slack
-    )
+    assert math.isclose(core.linear_schedule(start, end, num_steps + 7, num_steps), end, rel_tol=1e-12, abs_tol=slack)
 
 
 @given(lr=st.floats(1e-6, 1.0), num_updates=lengths, data=st.data())

@@ -126,9 +126,7 @@ def test_approx_kl_matches_k3_reference_and_is_never_negative(pair) -> None:
 
 def test_approx_kl_hand_worked_example() -> None:
     # log-ratios (ln 2, 0): r = 2 gives (2 - 1) - ln 2 = 0.3068528194; r = 1 gives 0. Mean: 0.1534264097
-    kl = core.approx_kl(
-        torch.tensor([math.log(2.0), 0.0], dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
-    )
+    kl = core.approx_kl(torch.tensor([math.log(2.0), 0.0], dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
     assert abs(kl.item() - 0.1534264097) < 1e-10
 
 
@@ -187,8 +185,9 @@ def value_return_pairs(draw):
 )
 def test_explained_variance_matches_reference(pair) -> None:
     values, returns, dtype = pair
-    # Zero variance: the tests below. A tiny spread (1e-38) makes float32 variances underflow to 0.
-    assume(np.ptp(returns) > 1e-6)
+    # Zero variance: the tests below. A spread tiny next to |R| leaves nothing float32 can
+    # measure (and at 1e-38 its variance underflows to 0): draw well-conditioned returns here.
+    assume(np.ptp(returns) > 1e-3 * (1.0 + np.abs(returns).max()))
     values_t, returns_t = as_tensor(values, dtype), as_tensor(returns, dtype)
     ev = call_pure(core.explained_variance, values_t, returns_t)
     assert_meta(ev, values_t, ())
@@ -201,25 +200,21 @@ def test_explained_variance_matches_reference(pair) -> None:
 @given(pair=value_return_pairs(), offset=finite_floats(100.0))
 def test_explained_variance_ignores_a_constant_offset(pair, offset) -> None:
     _, returns, dtype = pair
-    assume(np.ptp(returns) > 1e-6)  # see above
+    assume(np.ptp(returns) > 1e-3 * (1.0 + np.abs(returns).max()))  # see above
     returns_t = as_tensor(returns, dtype)
     ev = core.explained_variance(returns_t + offset, returns_t)
     _, scale = explained_variance_reference(returns.astype(np.float64) + offset, returns)
     assert_close(ev, 1.0, atol=64 * eps(dtype) * (scale + 1))
 
 
-@given(
-    values=st.lists(finite_floats(100.0), min_size=1, max_size=64), constant=finite_floats(1e3), dtype=dtypes
-)
+@given(values=st.lists(finite_floats(100.0), min_size=1, max_size=64), constant=finite_floats(1e3), dtype=dtypes)
 def test_explained_variance_zero_variance_returns_is_never_nan(values, constant, dtype) -> None:
     values_t = as_tensor(values, dtype)
     ev = core.explained_variance(values_t, torch.full_like(values_t, constant))
     assert not torch.isnan(ev)
 
 
-@given(
-    values=st.lists(finite_floats(100.0), min_size=1, max_size=64), constant=finite_floats(1e3), dtype=dtypes
-)
+@given(values=st.lists(finite_floats(100.0), min_size=1, max_size=64), constant=finite_floats(1e3), dtype=dtypes)
 @example(values=[0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0], constant=0.1, dtype=torch.float32)
 @example(values=[0.0, 1.0, 2.0], constant=0.1, dtype=torch.float64)
 @example(values=[0.0, 0.0, 0.0, 0.0, 0.0, 1.0], constant=64.56004333496094, dtype=torch.float32)  # shrunk
@@ -359,12 +354,11 @@ def test_merge_moments_rejects_a_zero_total_count() -> None:
         core.merge_moments(z, z, 0, z, torch.zeros(4), 1)
 
 
-def test_merge_moments_rejects_a_zero_total_tensor_count() -> None:
-    """Documented: "count: 0-d tensor or float" and "Raises: ValueError: ... a total count of zero".
-    With 0-d tensor counts the check is skipped and the result is NaN."""
+def test_merge_moments_zero_total_tensor_count_is_finite() -> None:
+    """Documented: tensor counts are not checked on the host; a zero total gives finite values, count 0."""
     z = torch.zeros(3)
-    with pytest.raises(ValueError):
-        core.merge_moments(z, z, torch.tensor(0.0), z, z, torch.tensor(0.0))
+    mean, var, count = core.merge_moments(z + 1, z + 2, torch.tensor(0.0), z, z, torch.tensor(0.0))
+    assert torch.isfinite(mean).all() and torch.isfinite(var).all() and float(count) == 0.0
 
 
 @pytest.mark.parametrize("bad", [torch.zeros(()), torch.zeros(0, 3), torch.zeros(2, 3, dtype=torch.long)])
@@ -417,9 +411,7 @@ def test_normalize_obs_matches_reference(case) -> None:
 
 def test_normalize_obs_hand_worked_example() -> None:
     # obs (3, -100), mean (1, 0), var (4, 1), eps 0: (3 - 1) / 2 = 1, -100 / 1 = -100 -> clipped to -10
-    out = core.normalize_obs(
-        torch.tensor([3.0, -100.0]), torch.tensor([1.0, 0.0]), torch.tensor([4.0, 1.0]), eps=0.0
-    )
+    out = core.normalize_obs(torch.tensor([3.0, -100.0]), torch.tensor([1.0, 0.0]), torch.tensor([4.0, 1.0]), eps=0.0)
     assert torch.equal(out, torch.tensor([1.0, -10.0]))
 
 

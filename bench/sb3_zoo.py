@@ -1,0 +1,54 @@
+"""Stable-Baselines3 PPO with the RL Baselines3 Zoo hyperparameters, as one whole process.
+
+    python bench/sb3_zoo.py ENV SEED [THREADS]      # ENV: pendulum | cartpole; THREADS 0 = torch default
+
+Hyperparameters from the Zoo's hyperparams/ppo.yml:
+- Pendulum-v1: 4 envs, n_steps 1024, gae_lambda 0.95, gamma 0.9, n_epochs 10, ent_coef 0,
+  learning_rate 1e-3, clip_range 0.2, use_sde True, sde_sample_freq 4, 1e5 steps (batch_size: SB3's 64).
+- CartPole-v1: 8 envs, n_steps 32, batch_size 256, gae_lambda 0.8, gamma 0.98, n_epochs 20,
+  ent_coef 0, learning_rate lin_1e-3, clip_range lin_0.2, 1e5 steps.
+Evaluated like ours: 20 deterministic episodes on envs seeded apart from training. Prints one JSON
+line. Needs the bench extra: pip install -e ".[bench]".
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+
+
+def linear(start: float):
+    return lambda progress_remaining: progress_remaining * start
+
+
+ZOO = {
+    "pendulum": ("Pendulum-v1", 4, dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
+                                        learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4)),
+    "cartpole": ("CartPole-v1", 8, dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                                        ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2))),
+}
+
+
+def main(name: str, seed: int, threads: int = 0) -> None:
+    if threads:
+        torch.set_num_threads(threads)
+    env_id, n_envs, kwargs = ZOO[name]
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    model = PPO("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **kwargs)
+    start = time.perf_counter()
+    model.learn(total_timesteps=100_000)
+    learn_seconds = time.perf_counter() - start
+    eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 1_000_000)
+    returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=20, deterministic=True, return_episode_rewards=True)
+    print(json.dumps({"env_id": env_id, "seed": seed, "threads": threads or torch.get_num_threads(),
+                      "learn_seconds": round(learn_seconds, 2), "eval_return_mean": float(np.mean(returns)),
+                      "eval_return_std": float(np.std(returns))}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0, int(sys.argv[3]) if len(sys.argv) > 3 else 0)
