@@ -79,6 +79,7 @@ def run(argv: list[str]) -> int:
         result = {"plot": str(plot_runs(args.run_dirs, args.out))}
     else:
         args = train_parser().parse_args(argv)
+        from shell.distributed import init_distributed, shutdown
         from shell.runner import resume, train
 
         if args.resume:
@@ -86,15 +87,23 @@ def run(argv: list[str]) -> int:
                                       ("--set", args.overrides)) if v]
             if clashes:
                 raise ConfigError(f"--resume continues a run with its saved config; drop {', '.join(clashes)}")
-            result = resume(args.resume, args.total_timesteps, args.device)
+        elif args.config is None:
+            raise ConfigError("main.py: --config is required (e.g. --config pendulum.toml), or --resume RUN_DIR")
         else:
-            if args.config is None:
-                raise ConfigError("main.py: --config is required (e.g. --config pendulum.toml), or --resume RUN_DIR")
             from shell.config import load_config
 
             config = load_config(args.config, args.overrides, seed=args.seed,
                                  total_timesteps=args.total_timesteps, device=args.device)
-            result = train(config, args.run_dir)
+        dist, _ = init_distributed(args.device or ("auto" if args.resume else config.run.device))
+        try:
+            if args.resume:
+                result = resume(args.resume, args.total_timesteps, args.device, dist)
+            else:
+                result = train(config, args.run_dir, dist)
+        finally:
+            shutdown()
+        if not dist.is_main:
+            return result.get("exit_code", 0)
     print(json.dumps(result), flush=True)
     return result.get("exit_code", 0)
 

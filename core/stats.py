@@ -7,7 +7,13 @@ import torch
 from core._checks import check_floating, check_same_shape
 
 
-def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8, rtol: float = 1e-5) -> torch.Tensor:
+def normalize_advantages(
+    advantages: torch.Tensor,
+    eps: float = 1e-8,
+    rtol: float = 1e-5,
+    mean: torch.Tensor | None = None,
+    std: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Standardise advantages to zero mean and unit (population) std.
 
     ``(A - mean(A)) / std(A)``, with the population std (``correction=0``).
@@ -22,19 +28,26 @@ def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8, rtol: floa
         advantages: ``[B]`` float, B >= 1 (any shape; statistics over all elements).
         eps: absolute floor of the std below which spread counts as zero.
         rtol: relative floor, times ``|mean|``.
+        mean, std: 0-d statistics to use instead of the batch's own (for
+            example global ones over several processes); give both or neither.
 
     Returns:
         Same shape and dtype.
 
     Raises:
-        ValueError: for a non-float or empty tensor.
+        ValueError: for a non-float or empty tensor, or only one of mean/std.
     """
     check_floating(advantages=advantages)
     if advantages.numel() == 0:
         raise ValueError("normalize_advantages got an empty tensor")
-    mean = advantages.mean()
-    centered = advantages - mean
-    std = centered.pow(2).mean().sqrt()
+    if (mean is None) != (std is None):
+        raise ValueError("normalize_advantages needs both mean and std, or neither")
+    if mean is None:
+        mean = advantages.mean()
+        centered = advantages - mean
+        std = centered.pow(2).mean().sqrt()
+    else:
+        centered = advantages - mean
     has_spread = std > eps + rtol * mean.abs()
     return torch.where(has_spread, centered / torch.where(has_spread, std, torch.ones_like(std)), 0.0 * centered)
 

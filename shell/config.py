@@ -82,7 +82,8 @@ class EnvConfig:
     id: str = _field("Pendulum-v1", "Gymnasium id, including 'my_module:MyEnv-v0' for your own env.")
     num_envs: int = _field(16, "Parallel envs per process.", _range(1))
     vectorization_mode: str = _field("sync", "Gymnasium vector env: 'sync' or 'async'.", _one_of("sync", "async"))
-    backend: str = _field("gymnasium", "'gymnasium' (CPU envs) or 'torch' (batched tensor envs).", _one_of("gymnasium", "torch"))
+    backend: str = _field("gymnasium", "'gymnasium' (CPU envs) or 'torch' (batched tensor envs).",
+                          _one_of("gymnasium", "torch"))
     max_episode_steps: int | None = _field(None, "Override the env's time limit (absent = registered one).", _range(1))
 
 
@@ -169,11 +170,6 @@ class Config:
     @property
     def minibatch_size(self) -> int:
         return self.batch_size // self.ppo.num_minibatches
-
-    @property
-    def num_updates(self) -> int:
-        """Rollouts to run: ``total_timesteps`` rounded up to whole rollouts."""
-        return -(-self.run.total_timesteps // self.batch_size)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {name: attrs.asdict(getattr(self, name)) for name in SECTIONS}

@@ -7,6 +7,7 @@ from torch import nn
 
 import core
 from shell.config import PPOConfig
+from shell.distributed import Dist
 from shell.storage import RolloutStorage
 
 METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
@@ -20,22 +21,36 @@ class PPO:
     Implementation Details of PPO", ICLR blog track 2022.
     """
 
-    def __init__(self, agent: nn.Module, cfg: PPOConfig, ent_coef: float, generator: torch.Generator | None = None):
+    def __init__(self, agent: nn.Module, cfg: PPOConfig, ent_coef: float, generator: torch.Generator | None = None,
+                 dist: Dist | None = None):
         self.agent = agent
         self.cfg = cfg
         self.ent_coef = ent_coef
         self.generator = generator
+        self.dist = dist or Dist()
+        self.params = list(agent.parameters())
         self.optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True)
 
     def set_learning_rate(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
+    def _normalize(self, advantages: torch.Tensor) -> torch.Tensor:
+        if not self.dist.enabled:
+            return core.normalize_advantages(advantages)
+        count = torch.tensor(float(advantages.numel()), device=advantages.device)
+        total = self.dist.all_reduce_sum(torch.stack((advantages.sum(), advantages.square().sum(), count)))
+        mean = total[0] / total[2]
+        std = (total[1] / total[2] - mean.square()).clamp(min=0.0).sqrt()
+        return core.normalize_advantages(advantages, mean=mean, std=std)
+
     def update(self, storage: RolloutStorage) -> dict[str, torch.Tensor]:
         """Run ``update_epochs`` passes of minibatch SGD over the rollout.
 
         No host synchronisation per minibatch: metrics stay device tensors;
-        with ``target_kl`` one scalar is read per epoch.
+        with ``target_kl`` one scalar is read per epoch. Under torchrun the
+        gradients are averaged over ranks, and advantage normalisation and the
+        target-KL check use statistics over all ranks.
 
         Returns:
             Mean of each metric over the minibatches run (0-d tensors), plus
@@ -52,7 +67,7 @@ class PPO:
                 new_log_prob, entropy, new_value = self.agent.evaluate(mb["obs"], mb["raw_actions"], self.generator)
                 mb_advantages = mb["advantages"]
                 if cfg.norm_adv:
-                    mb_advantages = core.normalize_advantages(mb_advantages)
+                    mb_advantages = self._normalize(mb_advantages)
                 pg_loss = core.clip_loss(new_log_prob, mb["log_probs"], mb_advantages, cfg.clip_coef)
                 v_loss = core.value_loss(new_value, mb["returns"], mb["values"],
                                          cfg.clip_coef if cfg.clip_vloss else None)
@@ -61,7 +76,8 @@ class PPO:
 
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(self.agent.parameters(), cfg.max_grad_norm, foreach=True)
+                self.dist.average_gradients(self.params)
+                grad_norm = nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
                 self.optimizer.step()
 
                 with torch.no_grad():
@@ -72,8 +88,10 @@ class PPO:
                 n_mb += 1
             count += n_mb
             epochs += 1
-            if cfg.target_kl is not None and (epoch_kl / n_mb).item() > cfg.target_kl:
-                break
+            if cfg.target_kl is not None:
+                mean_kl = self.dist.all_reduce_sum(epoch_kl / n_mb) / self.dist.world_size
+                if mean_kl.item() > cfg.target_kl:
+                    break
         out = dict(zip(METRICS, sums / count, strict=True))
         out["epochs"] = torch.tensor(float(epochs), device=sums.device)
         out["explained_variance"] = core.explained_variance(storage.values.flatten(), storage.returns.flatten())

@@ -24,6 +24,7 @@ from tqdm import tqdm
 import core
 from shell.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from shell.config import Config, config_from_dict, dump_toml
+from shell.distributed import Dist
 from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import evaluate
@@ -41,12 +42,17 @@ class Interrupted(Exception):
     """Raised inside the loop when SIGINT or SIGTERM arrived."""
 
 
-def resolve_device(name: str) -> torch.device:
-    """'auto' -> cuda when available, else cpu. Raises ConfigError for cuda without a GPU."""
+def resolve_device(name: str, dist: Dist | None = None) -> torch.device:
+    """'auto' -> cuda when available, else cpu; under torchrun, CUDA rank r uses cuda:LOCAL_RANK.
+
+    Raises ConfigError for cuda without a GPU.
+    """
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("run.device = 'cuda' but torch sees no CUDA device; use 'cpu' or 'auto'")
+    if name == "cuda" and dist is not None and dist.enabled:
+        return torch.device("cuda", dist.local_rank)
     return torch.device(name)
 
 
@@ -87,24 +93,32 @@ def library_versions() -> dict[str, str | None]:
 class Trainer:
     """Owns the envs, the agent, the PPO update, the storage and the logs of one run.
 
-    ``train()`` runs from the current counters to ``config.num_updates``; after
+    ``train()`` runs from the current counters to ``num_updates``; after
     ``load_state_dict`` of a checkpoint it continues that run exactly, except that
     the envs restart from a reset (seeded from ``seed`` and the update count).
+
+    Under torchrun (``dist.world_size > 1``) every rank builds a Trainer: each runs
+    its own envs (sub-env i of rank r seeded ``seed + r * num_envs + i``) and takes
+    ``total_timesteps / world_size`` of the steps; only rank 0 writes logs,
+    evaluates and checkpoints. Every method that saves is collective.
     """
 
-    def __init__(self, config: Config, run_dir: Path):
+    def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None):
         self.config = config
         self.run_dir = Path(run_dir)
+        self.dist = dist or Dist()
         torch.set_num_threads(config.run.torch_threads)
-        self.device = resolve_device(config.run.device)
-        torch.manual_seed(config.run.seed)
-        self.generator = torch.Generator(self.device).manual_seed(config.run.seed)
+        self.device = resolve_device(config.run.device, self.dist)
+        torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
+        self.generator = torch.Generator(self.device).manual_seed(config.run.seed + self.dist.rank)
+        self.num_updates = -(-config.run.total_timesteps // (config.batch_size * self.dist.world_size))
 
         self.env = make_env(config.env, self.device)
         self.agent = ActorCritic(self.env.obs_size, self.env.action_space, config.policy).to(self.device)
         self.ent_coef = (config.ppo.ent_coef if config.ppo.ent_coef is not None
                          else default_ent_coef(self.env.action_space))
-        self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator)
+        self.dist.broadcast_parameters(self.agent)
+        self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator, self.dist)
         space = self.env.action_space
         action_dtype = torch.float32 if space.dtype.kind == "f" else torch.long
         self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.env.obs_size,
@@ -115,13 +129,16 @@ class Trainer:
         self.best_eval: float | None = None
         self.recent_return: float | None = None
         self._signal: int | None = None
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.toml").write_text(dump_toml(config))
-        (self.run_dir / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.toml").write_text(dump_toml(config))
+            (self.run_dir / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs (collective under torchrun: gathers every rank's generator)."""
         return {
+            "world_size": self.dist.world_size,
             "config": self.config.to_dict(),
             "model": self.agent.state_dict(),
             "optimizer": self.ppo.optimizer.state_dict(),
@@ -131,6 +148,7 @@ class Trainer:
             "best_eval": self.best_eval,
             "torch_rng": torch.get_rng_state(),
             "generator": self.generator.get_state(),
+            "rank_generators": self.dist.gather_objects(self.generator.get_state()),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -141,12 +159,19 @@ class Trainer:
         self.train_seconds = float(state["train_seconds"])
         self.best_eval = state["best_eval"]
         torch.set_rng_state(state["torch_rng"])
-        self.generator.set_state(state["generator"])
+        if state.get("world_size", 1) != self.dist.world_size:
+            raise ConfigError(f"the checkpoint was written by {state.get('world_size', 1)} process(es); "
+                              f"resume it with the same number, not {self.dist.world_size}")
+        self.generator.set_state(state["rank_generators"][self.dist.rank])
 
     def save(self) -> Path:
-        """Atomically write ``checkpoints/ckpt_<env_steps>.pt``; keep the newest ``keep_checkpoints``."""
+        """Atomically write ``checkpoints/ckpt_<env_steps>.pt`` (rank 0); keep the newest ``keep_checkpoints``."""
         folder = self.run_dir / "checkpoints"
-        path = save_checkpoint(folder / f"ckpt_{self.env_steps:012d}.pt", self.state_dict())
+        path = folder / f"ckpt_{self.env_steps:012d}.pt"
+        state = self.state_dict()
+        if not self.dist.is_main:
+            return path
+        save_checkpoint(path, state)
         for old in sorted(folder.glob("ckpt_*.pt"))[: -self.config.run.keep_checkpoints]:
             old.unlink()
         return path
@@ -165,8 +190,8 @@ class Trainer:
         storage.reset()
         with torch.inference_mode():
             for _ in range(storage.num_steps):
-                if self._signal is not None:
-                    raise Interrupted
+                if self._signal is not None and not self.dist.enabled:
+                    raise Interrupted  # under torchrun, ranks stop together at the next update
                 sample = agent.get_action(obs, generator=self.generator)
                 step = self.env.step(sample.action)
                 reward = step.reward * self.config.ppo.reward_scale
@@ -186,6 +211,7 @@ class Trainer:
     def _update_and_check(self, episodes: torch.Tensor) -> dict[str, Any]:
         """One PPO update, then one host sync to read the metrics and episode totals and check finiteness."""
         metrics = self.ppo.update(self.storage)
+        self.dist.all_reduce_sum(episodes)
         params_finite = torch.stack([p.isfinite().all() for p in self.agent.parameters()]).all()
         values = torch.cat((torch.stack(list(metrics.values())), episodes, params_finite.float()[None])).tolist()
         out: dict[str, Any] = dict(zip(metrics, values, strict=False))
@@ -204,20 +230,23 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def train(self) -> dict[str, Any]:
-        """Run to ``config.num_updates``; return the summary (also written to summary.json)."""
-        cfg = self.config
-        num_updates = cfg.num_updates
-        writer, csv_file, csv_writer = self._open_logs()
-        progress = tqdm(total=num_updates * cfg.batch_size, initial=self.env_steps, unit="step", file=sys.stderr,
-                        dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id)
+        """Run to ``num_updates``; return the summary (rank 0 also writes it to summary.json)."""
+        cfg, main = self.config, self.dist.is_main
+        num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
+        logs = self._open_logs() if main else None
+        progress = tqdm(total=num_updates * step_batch, initial=self.env_steps, unit="step", file=sys.stderr,
+                        dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id, disable=not main)
         previous = {s: signal.signal(s, self._on_signal) for s in SIGNAL_EXIT}
-        # A fresh run resets with `seed`; a resumed one with a seed derived from its update count.
-        obs = self.env.reset(seed=cfg.run.seed + self.update * cfg.env.num_envs)
+        # A fresh run resets with `seed` (plus the rank's offset); a resumed one with a seed
+        # derived from its update count.
+        offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
+        obs = self.env.reset(seed=cfg.run.seed + offset)
         start = time.perf_counter() - self.train_seconds
         eval_returns: list[float] = []
         checkpoint: Path | None = None
         try:
             while self.update < num_updates:
+                self._check_signal()
                 lr = cfg.ppo.learning_rate
                 if cfg.ppo.anneal_lr:
                     lr = core.linear_schedule(cfg.ppo.learning_rate, 0.0, self.update, num_updates)
@@ -228,7 +257,7 @@ class Trainer:
                 # -- update
                 values = self._update_and_check(episodes)
                 self.update += 1
-                self.env_steps += cfg.batch_size
+                self.env_steps += step_batch
                 self.train_seconds = time.perf_counter() - start
 
                 # -- periodic evaluation and checkpoints
@@ -244,44 +273,65 @@ class Trainer:
                     self.recent_return = values["episodic_return"]
                 row = {"update": self.update, "env_steps": self.env_steps, "seconds": round(self.train_seconds, 3),
                        "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
-                       "eval_return": row_eval}
-                csv_writer.writerow({k: row[k] for k in CSV_FIELDS})
-                for key in CSV_FIELDS[2:]:
-                    if row[key] != "":
-                        group = "charts" if key.startswith(("episodic", "eval")) else "train"
-                        writer.add_scalar(f"{group}/{key}", row[key], self.env_steps)
-                progress.update(cfg.batch_size)
+                       "eval_return": row_eval if row_eval is not None else ""}
+                if logs is not None:
+                    self._log_row(logs, row)
+                progress.update(step_batch)
                 progress.set_postfix(sps=int(row["sps"]), refresh=False,
                                      ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
             checkpoint = self.save()
-            eval_returns = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device)
+            if main:
+                eval_returns = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device)
         except Interrupted:
             checkpoint = self.save()
-            name = signal.Signals(self._signal).name
-            print(f"\ninterrupted by {name}: checkpoint saved to {checkpoint}; continue with "
-                  f"--resume {self.run_dir}", file=sys.stderr)
+            if main:
+                name = signal.Signals(self._signal).name
+                print(f"\ninterrupted by {name}: checkpoint saved to {checkpoint}; continue with "
+                      f"--resume {self.run_dir}", file=sys.stderr)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             progress.close()
-            writer.close()
-            csv_file.close()
+            if logs is not None:
+                logs[0].close()
+                logs[1].close()
             self.env.close()
         return self._write_summary(eval_returns, checkpoint)
+
+    def _check_signal(self) -> None:
+        """Raise Interrupted when a signal arrived (on any rank: they agree through one all_reduce)."""
+        flag = self._signal is not None
+        if self.dist.enabled:
+            flag = bool(self.dist.all_reduce_sum(torch.tensor([float(flag)], device=self.device)).item())
+            if flag and self._signal is None:
+                self._signal = signal.SIGTERM
+        if flag:
+            raise Interrupted
+
+    @staticmethod
+    def _log_row(logs: tuple, row: dict[str, Any]) -> None:
+        writer, _, csv_writer = logs
+        csv_writer.writerow({k: row[k] for k in CSV_FIELDS})
+        for key in CSV_FIELDS[2:]:
+            if row[key] != "":
+                group = "charts" if key.startswith(("episodic", "eval")) else "train"
+                writer.add_scalar(f"{group}/{key}", row[key], row["env_steps"])
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if self._signal is not None:  # a second Ctrl-C while saving is ignored; saving is quick
             return
         self._signal = signum
 
-    def _periodic_eval(self) -> float:
-        """Evaluate, checkpoint, and copy the checkpoint to best.pt when it is the best so far."""
-        returns = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
-                           self.device)
-        mean = statistics.fmean(returns)
-        is_best = self.best_eval is None or mean > self.best_eval
-        if is_best:
-            self.best_eval = mean
+    def _periodic_eval(self) -> float | None:
+        """Evaluate (rank 0), checkpoint (all ranks), and copy the checkpoint to best.pt when it is the best."""
+        mean, is_best = None, False
+        if self.dist.is_main:
+            returns = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
+                               self.device)
+            mean = statistics.fmean(returns)
+            is_best = self.best_eval is None or mean > self.best_eval
+            if is_best:
+                self.best_eval = mean
         path = self.save()
         if is_best:
             tmp = path.with_name(".best.pt.tmp")
@@ -304,14 +354,15 @@ class Trainer:
             "eval_episodes": len(eval_returns),
             "run_dir": str(self.run_dir),
             "checkpoint": str(checkpoint) if checkpoint else None,
-            "world_size": 1,
+            "world_size": self.dist.world_size,
             "device": str(self.device),
             "interrupted": self._signal is not None,
         }
         if self._signal is not None:
             summary["signal"] = signal.Signals(self._signal).name
             summary["exit_code"] = SIGNAL_EXIT[self._signal]
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        if self.dist.is_main:
+            (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
     def _open_logs(self):
@@ -327,13 +378,19 @@ class Trainer:
         return writer, csv_file, csv_writer
 
 
-def train(config: Config, run_dir: Path | None = None) -> dict[str, Any]:
-    """Train one run and return its summary (also written to RUN_DIR/summary.json)."""
-    path = prepare_run_dir(run_dir, config)
-    return Trainer(config, path).train()
+def train(config: Config, run_dir: Path | None = None, dist: Dist | None = None) -> dict[str, Any]:
+    """Train one run and return its summary (also written to RUN_DIR/summary.json).
+
+    Under torchrun, rank 0 picks and prepares the run dir and tells the others.
+    """
+    dist = dist or Dist()
+    path = prepare_run_dir(run_dir, config) if dist.is_main else None
+    path = dist.gather_objects(str(path))[0]
+    return Trainer(config, Path(path), dist).train()
 
 
-def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None = None) -> dict[str, Any]:
+def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None = None,
+           dist: Dist | None = None) -> dict[str, Any]:
     """Continue the run in ``run_dir`` from its newest checkpoint.
 
     The config is the checkpoint's; ``total_timesteps`` may extend it and ``device``
@@ -354,7 +411,7 @@ def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None
     if device is not None:
         data["run"]["device"] = device
     config = config_from_dict({k: {n: v for n, v in sec.items() if v is not None} for k, sec in data.items()})
-    trainer = Trainer(config, run_dir)
+    trainer = Trainer(config, run_dir, dist)
     trainer.load_state_dict(state)
     print(f"resuming {run_dir} from {path.name} (update {trainer.update}, env step {trainer.env_steps})",
           file=sys.stderr)

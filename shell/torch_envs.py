@@ -85,7 +85,7 @@ class TorchPendulum(TorchVecEnv):
     state uniform in [-pi, pi] x [-1, 1].
     """
 
-    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
+    max_speed, max_torque, dt, g, m, length = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
     max_episode_steps = 200
     state_size = 2
     observation_space = spaces.Box(-np.array([1.0, 1.0, 8.0], np.float32), np.array([1.0, 1.0, 8.0], np.float32))
@@ -103,7 +103,8 @@ class TorchPendulum(TorchVecEnv):
         u = action[:, 0].clamp(-self.max_torque, self.max_torque)
         angle = torch.remainder(th + math.pi, 2 * math.pi) - math.pi
         costs = angle.square() + 0.1 * thdot.square() + 0.001 * u.square()
-        newthdot = thdot + (3 * self.g / (2 * self.l) * torch.sin(th) + 3.0 / (self.m * self.l**2) * u) * self.dt
+        g, m, length = self.g, self.m, self.length
+        newthdot = thdot + (3 * g / (2 * length) * torch.sin(th) + 3.0 / (m * length**2) * u) * self.dt
         newthdot = newthdot.clamp(-self.max_speed, self.max_speed)
         newth = th + newthdot * self.dt
         return torch.stack((newth, newthdot), dim=-1), -costs, torch.zeros_like(th, dtype=torch.bool)
