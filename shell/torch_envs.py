@@ -100,7 +100,7 @@ class TorchPendulum(TorchVecEnv):
 
     def _dynamics(self, state: torch.Tensor, action: torch.Tensor):
         th, thdot = state.unbind(-1)
-        u = action[:, 0].clamp(-self.max_torque, self.max_torque)
+        u = action[:, 0].to(state.dtype).clamp(-self.max_torque, self.max_torque)
         angle = torch.remainder(th + math.pi, 2 * math.pi) - math.pi
         costs = angle.square() + 0.1 * thdot.square() + 0.001 * u.square()
         g, m, length = self.g, self.m, self.length
@@ -145,7 +145,8 @@ class TorchCartPole(TorchVecEnv):
         xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
         new = torch.stack((x + self.tau * x_dot, x_dot + self.tau * xacc,
                            theta + self.tau * theta_dot, theta_dot + self.tau * thetaacc), dim=-1)
-        terminated = (new[:, 0].abs() > self.x_threshold) | (new[:, 2].abs() > self.theta_threshold)
+        # compared in float64 like gymnasium: float32(2.4) is above 2.4 and must terminate
+        terminated = (new[:, 0].double().abs() > self.x_threshold) | (new[:, 2].double().abs() > self.theta_threshold)
         return new, torch.ones_like(x), terminated
 
 
