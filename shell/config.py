@@ -85,6 +85,10 @@ class EnvConfig:
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs) or 'torch' (batched tensor envs).",
                           _one_of("gymnasium", "torch"))
     max_episode_steps: int | None = _field(None, "Override the env's time limit (absent = registered one).", _range(1))
+    normalize_obs: bool = _field(False, "Normalise observations with running mean/variance (saved in checkpoints).")
+    obs_clip: float = _field(10.0, "Clip normalised observations to +-this.", _range(0.0, lo_open=True))
+    normalize_reward: bool = _field(False, "Divide rewards by the running std of the discounted return.")
+    reward_clip: float = _field(10.0, "Clip scaled rewards to +-this.", _range(0.0, lo_open=True))
 
 
 @_section("policy")

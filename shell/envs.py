@@ -32,7 +32,8 @@ class StepResult(NamedTuple):
         final_obs: ``[N, S]`` float32, the true last observation where an episode
             ended this step and ``obs`` elsewhere; ``None`` when the env knows that
             no episode ended (the gymnasium backend).
-        episode_done: ``[N]`` bool, an episode ended this step.
+        episode_done: ``[N]`` bool, an episode ended this step; ``None`` (and the two
+            fields below too) when the env knows that none did (the gymnasium backend).
         episode_return: ``[N]`` float32 raw return of that episode (where ``episode_done``).
         episode_length: ``[N]`` long, its length (where ``episode_done``).
     """
@@ -42,9 +43,9 @@ class StepResult(NamedTuple):
     terminated: torch.Tensor
     truncated: torch.Tensor
     final_obs: torch.Tensor | None
-    episode_done: torch.Tensor
-    episode_return: torch.Tensor
-    episode_length: torch.Tensor
+    episode_done: torch.Tensor | None
+    episode_return: torch.Tensor | None
+    episode_length: torch.Tensor | None
 
 
 def check_observation_space(space: gym.Space) -> int:
@@ -119,7 +120,7 @@ def encode_obs(obs: np.ndarray, space: gym.Space, device: torch.device) -> torch
         index = torch.as_tensor(np.asarray(obs, dtype=np.int64) - int(space.start))
         return torch.nn.functional.one_hot(index, int(space.n)).to(device, torch.float32)
     flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
-    return torch.as_tensor(flat).to(device)
+    return torch.as_tensor(flat, device=device)
 
 
 class GymVecEnv:
@@ -157,25 +158,25 @@ class GymVecEnv:
         except Exception as exc:  # an env that raises ends training with exit 1
             name = self.env.spec.id if self.env.spec else "env"
             raise TrainingError(f"env {name} raised {type(exc).__name__}: {exc}") from exc
-        final = obs
+        final_obs = done = ep_return = ep_length = None
         if "_final_obs" in info:
             mask = info["_final_obs"]
             final = np.array(obs, copy=True)
             final[mask] = np.stack(info["final_obs"][mask])
-        dev = self.device
+            final_obs = self._encode(final)
         if "_episode" in info:
-            ended, stats = info["_episode"], info["episode"]
-        else:
-            ended, stats = np.zeros(self.num_envs, bool), {"r": np.zeros(self.num_envs), "l": np.zeros(self.num_envs)}
+            done = torch.as_tensor(info["_episode"], device=self.device)
+            ep_return = torch.as_tensor(np.asarray(info["episode"]["r"], dtype=np.float32), device=self.device)
+            ep_length = torch.as_tensor(np.asarray(info["episode"]["l"], dtype=np.int64), device=self.device)
         return StepResult(
             obs=self._encode(obs),
-            reward=torch.as_tensor(np.asarray(reward, dtype=np.float32)).to(dev),
-            terminated=torch.as_tensor(terminated).to(dev),
-            truncated=torch.as_tensor(truncated).to(dev),
-            final_obs=self._encode(final) if final is not obs else None,
-            episode_done=torch.as_tensor(ended).to(dev),
-            episode_return=torch.as_tensor(np.asarray(stats["r"], dtype=np.float32)).to(dev),
-            episode_length=torch.as_tensor(np.asarray(stats["l"], dtype=np.int64)).to(dev),
+            reward=torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device),
+            terminated=torch.as_tensor(terminated, device=self.device),
+            truncated=torch.as_tensor(truncated, device=self.device),
+            final_obs=final_obs,
+            episode_done=done,
+            episode_return=ep_return,
+            episode_length=ep_length,
         )
 
     def close(self) -> None:

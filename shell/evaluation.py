@@ -39,7 +39,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
         ep_return = np.zeros(episodes)
         with torch.inference_mode():
             while any(r is None for r in returns):
-                step = env.step(agent.get_action(obs, deterministic=True).action)
+                step = env.step(agent.act(obs, deterministic=True).action)
                 ep_return += step.reward.cpu().numpy()
                 done = (step.terminated | step.truncated).cpu().numpy()
                 for i in np.flatnonzero(done):
@@ -66,7 +66,8 @@ def build_agent(config: Config, device: torch.device) -> torch.nn.Module:
 
     env = make_env(config.env, device, num_envs=1)
     try:
-        return ActorCritic(env.obs_size, env.action_space, config.policy).to(device)
+        return ActorCritic(env.obs_size, env.action_space, config.policy, config.env.normalize_obs,
+                           config.env.obs_clip).to(device)
     finally:
         env.close()
 
@@ -155,8 +156,8 @@ class Policy:
         single = obs.shape == tuple(self.observation_space.shape)
         batch = obs[None] if single else obs
         with torch.inference_mode():
-            action = self.agent.get_action(encode_obs(batch, self.observation_space, self.device),
-                                           deterministic=True).action.cpu().numpy()
+            action = self.agent.act(encode_obs(batch, self.observation_space, self.device),
+                                    deterministic=True).action.cpu().numpy()
         return action[0] if single else action
 
 

@@ -14,6 +14,9 @@ from torch.distributions import Categorical
 
 import core
 from shell.config import PolicyConfig
+from shell.normalization import ObsNormalizer
+
+SIGMOID_TANH_MIN_NUMEL = 8192  # the crossover measured on this machine
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -39,13 +42,16 @@ class Tanh(nn.Module):
     AMD EPYC machine, torch 2.13, AVX512 kernels), and the four tanh layers of
     the actor and critic were 30% of an update. On the CPU this computes the
     same function through sigmoid (at most 2e-7 from ``torch.tanh`` in
-    float32); on other devices it calls ``torch.tanh``.
+    float32) for tensors of at least 8,192 elements; for smaller ones, and on
+    other devices, it calls ``torch.tanh``.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu":
+        # Three kernels instead of one only pay off on large CPU tensors (a minibatch, not a
+        # rollout step of 16 envs, where launching costs more than computing).
+        if x.numel() < SIGMOID_TANH_MIN_NUMEL or x.device.type != "cpu":
             return torch.tanh(x)
-        if torch.is_grad_enabled() and x.requires_grad:
+        if x.requires_grad and torch.is_grad_enabled():
             return _SigmoidTanh.apply(x)
         return torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
 
@@ -126,15 +132,21 @@ class SquashedGaussianActor(nn.Module):
             return mean, nn.functional.softplus(pre_std) + MIN_STD
         return out, self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
 
-    def sample(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None):
-        """Return ``(action [N, A], raw_action [N, A], log_prob [N])``; deterministic uses u = mean."""
+    def sample(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
+               with_log_prob: bool = True):
+        """Return ``(action [N, A], raw_action [N, A], log_prob [N] or None)``; deterministic uses u = mean."""
         mean, std = self.distribution(obs)
         if deterministic:
             raw = mean
         else:
             raw = mean + std * torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
-        log_prob = core.squashed_log_prob(raw, mean, std, self.action_scale)
+        log_prob = core.squashed_log_prob(raw, mean, std, self.action_scale) if with_log_prob else None
         return core.squash(raw, self.action_scale, self.action_bias), raw, log_prob
+
+    def log_prob(self, obs: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
+        """``[B]`` log-density of stored raw actions ``[B, A]`` under the current policy."""
+        mean, std = self.distribution(obs)
+        return core.squashed_log_prob(raw_action, mean, std, self.action_scale)
 
     def evaluate(self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
         """Return ``(log_prob [B], entropy [B])`` of stored raw actions under the current policy.
@@ -186,16 +198,23 @@ class CategoricalActor(nn.Module):
             )
         return list(raw_action.unbind(-1)) if self.multi else [raw_action]
 
-    def sample(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None):
-        """Return ``(action, raw_action, log_prob [N])``; deterministic takes the argmax."""
+    def sample(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
+               with_log_prob: bool = True):
+        """Return ``(action, raw_action, log_prob [N] or None)``; deterministic takes the argmax."""
         dists = self.distributions(obs)
         if deterministic:
             columns = [d.logits.argmax(dim=-1) for d in dists]
         else:
             columns = [torch.multinomial(d.probs, 1, generator=generator).squeeze(-1) for d in dists]
-        log_prob = sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
+        log_prob = sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True)) if with_log_prob else None
         raw = torch.stack(columns, dim=-1) if self.multi else columns[0]
         return raw + self.action_start, raw, log_prob
+
+    def log_prob(self, obs: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
+        """``[B]`` log-probability of stored indices under the current logits."""
+        dists = self.distributions(obs)
+        columns = self._index_columns(raw_action, obs.shape[0])
+        return sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
 
     def evaluate(self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
         """Return ``(log_prob [B], entropy [B])`` of stored indices under the current logits.
@@ -226,12 +245,24 @@ def default_ent_coef(action_space: gym.Space, base_coef: float = 0.01) -> float:
 
 
 class ActorCritic(nn.Module):
-    """An actor and a separate critic over flat observations ``[N, S]``."""
+    """An actor and a separate critic over flat observations ``[N, S]``.
 
-    def __init__(self, obs_size: int, action_space: gym.Space, cfg: PolicyConfig):
+    ``get_action``, ``evaluate`` and ``value`` take observations already normalised by
+    ``obs_normalizer`` (the runner normalises once and stores the result); ``act`` takes raw
+    ones and normalises with the frozen statistics, for evaluation and deployment.
+    """
+
+    def __init__(self, obs_size: int, action_space: gym.Space, cfg: PolicyConfig, normalize_obs: bool = False,
+                 obs_clip: float = 10.0):
         super().__init__()
+        self.obs_normalizer = ObsNormalizer(obs_size, normalize_obs, obs_clip)
         self.actor = make_actor(obs_size, action_space, cfg)
         self.critic = mlp(obs_size, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
+
+    def act(self, raw_obs: torch.Tensor, deterministic: bool = True,
+            generator: torch.Generator | None = None) -> ActionSample:
+        """``get_action`` on raw observations, normalised with the saved statistics (never updated here)."""
+        return self.get_action(self.obs_normalizer.normalize(raw_obs), deterministic, generator)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """``[N, S]`` -> ``[N]``."""
@@ -244,6 +275,20 @@ class ActorCritic(nn.Module):
         ``[N, K]`` MultiDiscrete), log_prob/value ``[N]``."""
         action, raw, log_prob = self.actor.sample(obs, deterministic, generator)
         return ActionSample(action, raw, log_prob, self.value(obs))
+
+    def sample_action(self, obs: torch.Tensor, generator: torch.Generator | None = None):
+        """The rollout's cheap path: ``(action, raw_action)`` only.
+
+        The rollout's log-probs and values are computed afterwards for the whole
+        ``[T*N]`` batch in one pass (:meth:`log_prob_and_value`): the parameters do
+        not change during a rollout, so this is the same function, batched.
+        """
+        action, raw, _ = self.actor.sample(obs, False, generator, with_log_prob=False)
+        return action, raw
+
+    def log_prob_and_value(self, obs: torch.Tensor, raw_action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[B, S]``, stored raw actions -> ``(log_prob [B], value [B])``."""
+        return self.actor.log_prob(obs, raw_action), self.value(obs)
 
     def evaluate(
         self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None

@@ -29,6 +29,7 @@ from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import evaluate
 from shell.networks import ActorCritic, default_ent_coef
+from shell.normalization import RewardScaler
 from shell.ppo import PPO
 from shell.storage import RolloutStorage
 
@@ -114,7 +115,10 @@ class Trainer:
         self.num_updates = -(-config.run.total_timesteps // (config.batch_size * self.dist.world_size))
 
         self.env = make_env(config.env, self.device)
-        self.agent = ActorCritic(self.env.obs_size, self.env.action_space, config.policy).to(self.device)
+        self.agent = ActorCritic(self.env.obs_size, self.env.action_space, config.policy, config.env.normalize_obs,
+                                 config.env.obs_clip).to(self.device)
+        self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
+                                          config.env.reward_clip).to(self.device)
         self.ent_coef = (config.ppo.ent_coef if config.ppo.ent_coef is not None
                          else default_ent_coef(self.env.action_space))
         self.dist.broadcast_parameters(self.agent)
@@ -142,6 +146,7 @@ class Trainer:
             "config": self.config.to_dict(),
             "model": self.agent.state_dict(),
             "optimizer": self.ppo.optimizer.state_dict(),
+            "reward_scaler": self.reward_scaler.state_dict(),
             "update": self.update,
             "env_steps": self.env_steps,
             "train_seconds": self.train_seconds,
@@ -154,6 +159,7 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.agent.load_state_dict(state["model"])
         self.ppo.optimizer.load_state_dict(state["optimizer"])
+        self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.update = int(state["update"])
         self.env_steps = int(state["env_steps"])
         self.train_seconds = float(state["train_seconds"])
@@ -188,24 +194,33 @@ class Trainer:
         storage, agent = self.storage, self.agent
         episodes = torch.zeros(3, device=self.device)
         storage.reset()
+        normalize = agent.obs_normalizer.normalize
         with torch.inference_mode():
             for _ in range(storage.num_steps):
                 if self._signal is not None and not self.dist.enabled:
                     raise Interrupted  # under torchrun, ranks stop together at the next update
-                sample = agent.get_action(obs, generator=self.generator)
-                step = self.env.step(sample.action)
-                reward = step.reward * self.config.ppo.reward_scale
+                norm_obs = normalize(obs, update=True)
+                action, raw_action = agent.sample_action(norm_obs, self.generator)
+                step = self.env.step(action)
+                done = step.terminated | step.truncated
+                reward = self.reward_scaler.scale(step.reward, done) * self.config.ppo.reward_scale
                 if step.final_obs is not None:
-                    # Time-limit truncation bootstraps from V(final_obs) (DESIGN.md, "Truncation").
+                    # Time-limit truncation bootstraps from V(final_obs) (DESIGN.md, "Truncation"),
+                    # the final observation normalised with the same statistics.
                     reward = core.bootstrap_truncated(reward, step.terminated, step.truncated,
-                                                      agent.value(step.final_obs), gamma)
-                storage.add(obs, sample.raw_action, sample.log_prob, sample.value, reward,
-                            step.terminated | step.truncated)
-                done = step.episode_done
-                episodes += torch.stack((done.sum(), torch.where(done, step.episode_return, 0.0).sum(),
-                                         torch.where(done, step.episode_length, 0).sum())).to(episodes.dtype)
+                                                      agent.value(normalize(step.final_obs)), gamma)
+                storage.add(norm_obs, raw_action, reward, done)
+                ended = step.episode_done
+                if ended is not None:
+                    episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
+                                             torch.where(ended, step.episode_length, 0).sum())).to(episodes.dtype)
                 obs = step.obs
-            storage.compute_advantages(agent.value(obs), gamma, self.config.ppo.gae_lambda)
+            # log pi_old and V(s_t) of the whole rollout in one batched pass (same parameters as at each step)
+            storage.set_log_probs_and_values(*agent.log_prob_and_value(storage.obs.flatten(0, 1),
+                                                                       storage.raw_actions.flatten(0, 1)))
+            storage.compute_advantages(agent.value(normalize(obs)), gamma, self.config.ppo.gae_lambda)
+        agent.obs_normalizer.commit(self.dist)
+        self.reward_scaler.commit(self.dist)
         return obs, episodes
 
     def _update_and_check(self, episodes: torch.Tensor) -> dict[str, Any]:
@@ -241,6 +256,7 @@ class Trainer:
         # derived from its update count.
         offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
         obs = self.env.reset(seed=cfg.run.seed + offset)
+        self.reward_scaler.reset_returns()
         start = time.perf_counter() - self.train_seconds
         eval_returns: list[float] = []
         checkpoint: Path | None = None

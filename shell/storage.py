@@ -31,22 +31,27 @@ class RolloutStorage:
         self.returns = torch.zeros((T, N), device=device)
         self.step = 0
 
-    def add(self, obs: torch.Tensor, raw_action: torch.Tensor, log_prob: torch.Tensor, value: torch.Tensor,
-            reward: torch.Tensor, done: torch.Tensor) -> None:
-        """Write step ``self.step``; raises RuntimeError when the storage is full."""
+    def add(self, obs: torch.Tensor, raw_action: torch.Tensor, reward: torch.Tensor, done: torch.Tensor) -> None:
+        """Write step ``self.step``; raises RuntimeError when the storage is full.
+
+        ``log_probs`` and ``values`` are filled for the whole rollout at once afterwards.
+        """
         t = self.step
         if t >= self.num_steps:
             raise RuntimeError(f"RolloutStorage overflow: all {self.num_steps} steps are written; call reset()")
         self.obs[t] = obs
         self.raw_actions[t] = raw_action
-        self.log_probs[t] = log_prob
-        self.values[t] = value
         self.rewards[t] = reward
         self.dones[t] = done
         self.step = t + 1
 
     def reset(self) -> None:
         self.step = 0
+
+    def set_log_probs_and_values(self, log_probs: torch.Tensor, values: torch.Tensor) -> None:
+        """Store the rollout's ``[T*N]`` log-probs and values (computed in one batched pass)."""
+        self.log_probs = log_probs.reshape(self.num_steps, self.num_envs)
+        self.values = values.reshape(self.num_steps, self.num_envs)
 
     def compute_advantages(self, last_value: torch.Tensor, gamma: float, gae_lambda: float) -> None:
         """Fill ``advantages`` with core.gae and ``returns = advantages + values``."""

@@ -1,0 +1,120 @@
+"""Running observation normalisation and reward scaling, with statistics on the device.
+
+Both keep *global* statistics ``G`` (identical on every rank, saved in checkpoints) and a
+*pending* batch ``D`` that grows during a rollout. Observations are normalised at action time
+with ``merge(G, D)``; at the end of each rollout ``D`` of every rank is merged into ``G`` with
+core's pure merge (Chan et al.), so all ranks agree again. Evaluation uses ``G`` only and never
+changes it.
+
+Why not gymnasium's NormalizeObservation / NormalizeReward wrappers: the statistics must live on
+the device, merge across ranks and survive checkpoints, and the vector reward normaliser
+miscounts around autoresets.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import core
+from shell.distributed import Dist
+
+STAT_DTYPE = torch.float64
+
+
+class RunningMoments(nn.Module):
+    """Global (mean, var, count) as buffers, plus a pending batch merged in by :meth:`commit`."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(shape, dtype=STAT_DTYPE))
+        self.register_buffer("var", torch.ones(shape, dtype=STAT_DTYPE))
+        self.register_buffer("count", torch.zeros((), dtype=STAT_DTYPE))
+        self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+    def observe(self, batch: torch.Tensor) -> None:
+        """Add a batch ``[B, *shape]`` to the pending statistics."""
+        mean, var, n = core.batch_moments(batch.to(STAT_DTYPE))
+        n = torch.tensor(float(n), dtype=STAT_DTYPE, device=mean.device)
+        self.pending = (mean, var, n) if self.pending is None else core.merge_moments(*self.pending, mean, var, n)
+
+    def current(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``merge(G, pending)``: the statistics to use now."""
+        if self.pending is None:
+            return self.mean, self.var, self.count
+        return core.merge_moments(self.mean, self.var, self.count, *self.pending)
+
+    def commit(self, dist: Dist) -> None:
+        """Merge every rank's pending statistics into the global ones (in rank order), then clear them."""
+        if self.pending is None:
+            return
+        merged = None
+        for stats in dist.gather_objects(tuple(t.cpu() for t in self.pending)):
+            stats = tuple(t.to(self.mean.device) for t in stats)
+            merged = stats if merged is None else core.merge_moments(*merged, *stats)
+        mean, var, count = core.merge_moments(self.mean, self.var, self.count, *merged)
+        self.mean.copy_(mean)
+        self.var.copy_(var)
+        self.count.copy_(count)
+        self.pending = None
+
+
+class ObsNormalizer(nn.Module):
+    """``clip((obs - mean) / sqrt(var + eps), -clip, clip)`` with running statistics.
+
+    Disabled, it is the identity and holds no statistics.
+    """
+
+    def __init__(self, obs_size: int, enabled: bool, clip: float = 10.0):
+        super().__init__()
+        self.enabled = enabled
+        self.clip = clip
+        self.moments = RunningMoments((obs_size,)) if enabled else None
+
+    def normalize(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
+        """Normalise ``[N, S]`` observations; with ``update`` first add them to the pending statistics."""
+        if self.moments is None:
+            return obs
+        if update:
+            self.moments.observe(obs)
+        mean, var, _ = self.moments.current()
+        return core.normalize_obs(obs, mean.to(obs.dtype), var.to(obs.dtype), self.clip)
+
+    def commit(self, dist: Dist) -> None:
+        if self.moments is not None:
+            self.moments.commit(dist)
+
+
+class RewardScaler(nn.Module):
+    """Divide rewards by the running std of the discounted return (Engstrom et al., 2020, "reward scaling").
+
+    Per env ``R_t = gamma * R_{t-1} + r_t``, reset to 0 after every episode end (termination or
+    truncation); the std is over all real transitions' ``R_t``. See "Implementation Matters in
+    Deep Policy Gradients", Engstrom et al., 2020: arXiv:2005.12729, algorithm 1.
+    """
+
+    def __init__(self, gamma: float, enabled: bool, clip: float = 10.0, eps: float = 1e-8):
+        super().__init__()
+        self.enabled, self.gamma, self.clip, self.eps = enabled, gamma, clip, eps
+        self.moments = RunningMoments(()) if enabled else None
+        self.discounted_return: torch.Tensor | None = None
+
+    def scale(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """Scale ``[N]`` rewards of one step; ``done`` ends the envs' discounted returns after it."""
+        if self.moments is None:
+            return reward
+        if self.discounted_return is None:
+            self.discounted_return = torch.zeros_like(reward, dtype=STAT_DTYPE)
+        self.discounted_return = self.discounted_return * self.gamma + reward.to(STAT_DTYPE)
+        self.moments.observe(self.discounted_return)
+        _, var, _ = self.moments.current()
+        self.discounted_return = torch.where(done, 0.0, self.discounted_return)
+        return (reward / torch.sqrt(var + self.eps).to(reward.dtype)).clamp(-self.clip, self.clip)
+
+    def reset_returns(self) -> None:
+        """Forget the per-env discounted returns (the envs were reset)."""
+        self.discounted_return = None
+
+    def commit(self, dist: Dist) -> None:
+        if self.moments is not None:
+            self.moments.commit(dist)
