@@ -233,6 +233,16 @@ def config_from_dict(data: dict[str, Any]) -> Config:
     return Config(**sections)
 
 
+def config_from_saved(data: dict[str, dict[str, Any]], **run: Any) -> Config:
+    """Rebuild a config saved by :meth:`Config.to_dict` (absent optional keys are stored as None).
+
+    ``run`` keys that are not None override the saved ``[run]`` section.
+    """
+    sections = {k: {n: v for n, v in sec.items() if v is not None} for k, sec in data.items()}
+    sections["run"].update({k: v for k, v in run.items() if v is not None})
+    return config_from_dict(sections)
+
+
 def resolve_config_path(name: str) -> Path:
     """Find ``name`` as given, then in the project's configs/ folder; ``.toml`` may be left out.
 

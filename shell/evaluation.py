@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from shell.checkpoint import latest_checkpoint, load_checkpoint
-from shell.config import Config, EnvConfig, config_from_dict
+from shell.config import Config, EnvConfig, config_from_saved
 from shell.envs import encode_obs, make_env
 from shell.errors import ConfigError
 
@@ -55,11 +55,6 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     return returns
 
 
-def _config_of(state: dict[str, Any]) -> Config:
-    data = state["config"]
-    return config_from_dict({k: {n: v for n, v in sec.items() if v is not None} for k, sec in data.items()})
-
-
 def build_agent(config: Config, device: torch.device) -> torch.nn.Module:
     """An untrained agent for the config's env (a one-env vector env is made to read the spaces)."""
     from shell.networks import ActorCritic
@@ -92,7 +87,7 @@ def load_agent(target: str | Path, device: str | torch.device = "cpu") -> tuple[
 
     device = resolve_device(device) if isinstance(device, str) else device
     state = load_checkpoint(resolve_checkpoint(target), map_location=device)
-    config = _config_of(state)
+    config = config_from_saved(state["config"])
     agent = build_agent(config, device)
     agent.load_state_dict(state["model"])
     agent.eval()

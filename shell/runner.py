@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 import core
 from shell.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from shell.config import Config, config_from_dict, dump_toml
+from shell.config import Config, config_from_saved, dump_toml
 from shell.distributed import Dist
 from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
@@ -421,12 +421,7 @@ def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None
         raise ConfigError(f"--resume {run_dir}: no such run dir")
     path = latest_checkpoint(run_dir / "checkpoints")
     state = load_checkpoint(path)
-    data = state["config"]
-    if total_timesteps is not None:
-        data["run"]["total_timesteps"] = total_timesteps
-    if device is not None:
-        data["run"]["device"] = device
-    config = config_from_dict({k: {n: v for n, v in sec.items() if v is not None} for k, sec in data.items()})
+    config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
     trainer = Trainer(config, run_dir, dist)
     trainer.load_state_dict(state)
     print(f"resuming {run_dir} from {path.name} (update {trainer.update}, env step {trainer.env_steps})",
