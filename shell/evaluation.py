@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,7 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
         "checkpoint": str(path),
     }
     if video:
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array rendering needs no display
         folder = path.parent / "videos"
         wrapper = lambda env: gym.wrappers.RecordVideo(  # noqa: E731
             env, str(folder), episode_trigger=lambda i: i == 0, name_prefix=path.stem, disable_logger=True)

@@ -14,7 +14,8 @@ from shell.runner import Trainer
 
 def main() -> None:
     d, _ = init_distributed("cpu")
-    cfg = config_from_dict({"env": {"id": "CartPole-v1", "num_envs": 4}, "ppo": {"num_steps": 64,
+    cfg = config_from_dict({"env": {"id": "CartPole-v1", "num_envs": 4, "normalize_obs": True,
+                                    "normalize_reward": True}, "ppo": {"num_steps": 64,
                             "num_minibatches": 4, "update_epochs": 2}, "run": {"device": "cpu", "eval_episodes": 0}})
     trainer = Trainer(cfg, Path(tempfile.mkdtemp()), d)
     obs = trainer.env.reset(seed=cfg.run.seed + cfg.env.num_envs * d.rank)
@@ -26,7 +27,15 @@ def main() -> None:
     dist.all_gather(gathered, after)
     obs_gathered = [torch.zeros_like(trainer.storage.obs) for _ in range(d.world_size)]
     dist.all_gather(obs_gathered, trainer.storage.obs)
+    stats = torch.cat([trainer.agent.obs_normalizer.moments.mean, trainer.agent.obs_normalizer.moments.var,
+                       trainer.agent.obs_normalizer.moments.count[None], trainer.reward_scaler.moments.mean[None],
+                       trainer.reward_scaler.moments.var[None], trainer.reward_scaler.moments.count[None]])
+    stats_gathered = [torch.zeros_like(stats) for _ in range(d.world_size)]
+    dist.all_gather(stats_gathered, stats)
     if d.is_main:
+        assert all(torch.equal(g, stats_gathered[0]) for g in stats_gathered), "normaliser statistics differ"
+        assert float(trainer.agent.obs_normalizer.moments.count) == d.world_size * 64 * 4  # every rank's steps
+        assert float(trainer.reward_scaler.moments.count) == d.world_size * 64 * 4
         assert not torch.equal(before, after), "the update changed nothing"
         assert all(torch.equal(g, gathered[0]) for g in gathered), "parameters differ across ranks"
         assert not torch.equal(obs_gathered[0], obs_gathered[1]), "ranks collected identical rollouts"

@@ -249,6 +249,16 @@ def test_eval_command_and_policy_api(main, tmp_path):
     assert config.env.id == "Pendulum-v1" and not agent.training
 
 
+def test_eval_video_writes_an_mp4(main, tmp_path):
+    run = tmp_path / "run"
+    assert main("--config", "pendulum", "--total-timesteps", "64", *TINY, "--run-dir", str(run)).returncode == 0
+    proc = main("eval", str(run), "--episodes", "1", "--video")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (video,) = json.loads(last_line(proc.stdout))["videos"]
+    data = open(video, "rb").read()
+    assert len(data) > 1000 and data[4:8] == b"ftyp"  # an MP4 container
+
+
 def test_plot_writes_png(main, tmp_path):
     runs = []
     for seed in (0, 1):
