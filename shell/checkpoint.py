@@ -60,8 +60,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"checkpoint {path} is truncated or corrupt ({first[:160]})") from None
+        raise ConfigError(f"checkpoint {path} is truncated or corrupt ({type(exc).__name__})") from None
     if not isinstance(state, dict) or state.get("format_version") != FORMAT_VERSION:
         version = state.get("format_version") if isinstance(state, dict) else None
         raise ConfigError(f"checkpoint {path} has format version {version!r}; this library reads {FORMAT_VERSION}")

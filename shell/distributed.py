@@ -84,5 +84,7 @@ def init_distributed(device_name: str) -> tuple[Dist, str]:
 
 
 def shutdown() -> None:
+    """Leave the process group: a barrier first, so that no rank tears down while another still talks."""
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()

@@ -26,6 +26,15 @@ def read_curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     return (np.array([float(r["env_steps"]) for r in rows]), np.array([float(r["episodic_return"]) for r in rows]))
 
 
+def _env_id(run_dir: Path) -> str:
+    import tomllib
+
+    try:
+        return tomllib.loads((run_dir / "config.toml").read_text())["env"]["id"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        raise ConfigError(f"{run_dir}: no readable config.toml (is it a run dir?)") from None
+
+
 def plot_runs(run_dirs: list[str | Path], out: str | Path | None = None) -> Path:
     """Write a PNG of episodic return against env steps: the mean over runs and its min-max spread.
 
@@ -37,6 +46,9 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path | None = None) -> Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    env_ids = {_env_id(Path(d)) for d in run_dirs}
+    if len(env_ids) > 1:
+        raise ConfigError(f"plot averages runs of one env; these runs are of {sorted(env_ids)}")
     curves = [read_curve(Path(d)) for d in run_dirs]
     end = min(steps[-1] for steps, _ in curves)
     start = max(steps[0] for steps, _ in curves)
@@ -46,8 +58,7 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path | None = None) -> Path
     ax.plot(grid, ys.mean(axis=0), label=f"mean of {len(curves)} run(s)")
     if len(curves) > 1:
         ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), alpha=0.25, label="min-max over runs")
-    names = sorted({Path(d).resolve().name.split("__")[0] for d in run_dirs})
-    ax.set(xlabel="env steps", ylabel="episodic return (training)", title=", ".join(names))
+    ax.set(xlabel="env steps", ylabel="episodic return (training)", title=env_ids.pop())
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()

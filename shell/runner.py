@@ -421,6 +421,9 @@ def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None
         raise ConfigError(f"--resume {run_dir}: no such run dir")
     path = latest_checkpoint(run_dir / "checkpoints")
     state = load_checkpoint(path)
+    if total_timesteps is not None and total_timesteps <= state["env_steps"]:
+        raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps; "
+                          f"--total-timesteps {total_timesteps} must be larger")
     config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
     trainer = Trainer(config, run_dir, dist)
     trainer.load_state_dict(state)

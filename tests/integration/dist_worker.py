@@ -1,5 +1,6 @@
 """Run by torchrun from test_distributed.py: one PPO update per rank, then compare parameters across ranks."""
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -45,4 +46,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    sys.stdout.flush()
+    # As main.py does: torch 2.13 sometimes aborts in interpreter teardown after a gloo group and
+    # torch.optim ("terminate called without an active exception"), which torchrun reports as a failure.
+    os._exit(0)
