@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import attrs
 import gymnasium as gym
 import numpy as np
 import torch
@@ -26,13 +27,18 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
 
     One sub-env per episode, seeded ``seed + EVAL_SEED_OFFSET + i`` so the
     evaluation never reuses a training seed; each sub-env's first episode counts.
-    The agent is only read: no statistics of it change.
+    The agent is only read: no statistics of it change. Runs trained on the torch
+    backend are evaluated on gymnasium's env of the same id (the reference
+    implementation, parity-tested): the same initial states as a gymnasium-backend
+    run of the same seed, so results compare across backends.
 
     Returns:
         The raw episodic returns, in sub-env order.
     """
     if episodes <= 0:
         return []
+    if env_cfg.backend != "gymnasium":
+        env_cfg = attrs.evolve(env_cfg, backend="gymnasium")
     env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers)
     returns: list[float | None] = [None] * episodes
     try:

@@ -431,3 +431,18 @@ def test_short_training_with_torch_backend(tmp_path: Path, env_id: str):
     assert summary["env_id"] == env_id
     assert summary["eval_episodes"] == 2 and math.isfinite(summary["eval_return_mean"])
     assert (tmp_path / "run" / "summary.json").exists()
+
+
+def test_torch_backend_runs_are_evaluated_on_gymnasium_envs():
+    """Evaluation uses the reference env, with the same initial states as a gymnasium-backend run."""
+    import attrs
+
+    from shell.config import PolicyConfig
+    from shell.evaluation import evaluate
+    from shell.networks import ActorCritic
+
+    torch_cfg = config_from_dict({"env": {"id": "Pendulum-v1", "backend": "torch"}}).env
+    gym_cfg = attrs.evolve(torch_cfg, backend="gymnasium")
+    agent = ActorCritic(3, TorchPendulum.action_space, PolicyConfig())
+    cpu = torch.device("cpu")
+    assert evaluate(agent, torch_cfg, 3, 7, cpu) == evaluate(agent, gym_cfg, 3, 7, cpu)
