@@ -31,7 +31,8 @@ class StepResult(NamedTuple):
         truncated: ``[N]`` bool (time limit, not termination).
         final_obs: ``[N, S]`` float32, the true last observation where an episode
             ended this step and ``obs`` elsewhere; ``None`` when the env knows that
-            no episode ended (the gymnasium backend).
+            no episode was truncated without terminating (the gymnasium backend),
+            as then no bootstrap needs it.
         episode_done: ``[N]`` bool, an episode ended this step; ``None`` (and the two
             fields below too) when the env knows that none did (the gymnasium backend).
         episode_return: ``[N]`` float32 raw return of that episode (where ``episode_done``).
@@ -159,7 +160,8 @@ class GymVecEnv:
             name = self.env.spec.id if self.env.spec else "env"
             raise TrainingError(f"env {name} raised {type(exc).__name__}: {exc}") from exc
         final_obs = done = ep_return = ep_length = None
-        if "_final_obs" in info:
+        # The final observation only matters for a truncation's bootstrap: skip it when nothing was truncated.
+        if "_final_obs" in info and np.any(truncated & ~terminated):
             mask = info["_final_obs"]
             final = np.array(obs, copy=True)
             final[mask] = np.stack(info["final_obs"][mask])
