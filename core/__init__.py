@@ -21,9 +21,11 @@ from core.stats import (
     batch_moments,
     clip_fraction,
     explained_variance,
+    mean_std_from_sums,
     merge_moments,
     normalize_advantages,
     normalize_obs,
+    scale_rewards,
 )
 
 __all__ = [
@@ -36,11 +38,13 @@ __all__ = [
     "explained_variance",
     "gae",
     "linear_schedule",
+    "mean_std_from_sums",
     "merge_moments",
     "multi_discrete_entropy_coef",
     "normalize_advantages",
     "normalize_obs",
     "normalized_entropy_coef",
+    "scale_rewards",
     "squash",
     "squashed_entropy",
     "squashed_log_prob",

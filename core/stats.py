@@ -216,3 +216,49 @@ def normalize_obs(
     if tuple(obs.shape[obs.dim() - mean.dim():]) != tuple(mean.shape):
         raise ValueError(f"obs of shape {list(obs.shape)} does not end in the statistics' shape {list(mean.shape)}")
     return ((obs - mean) / torch.sqrt(var + eps)).clamp(-clip, clip)
+
+
+def mean_std_from_sums(
+    total: torch.Tensor, total_sq: torch.Tensor, count: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and population std from ``sum x``, ``sum x^2`` and ``n`` (for example summed over processes).
+
+    ``mean = total / n``, ``std = sqrt(max(total_sq / n - mean^2, 0))``; the clamp removes the tiny
+    negative variances that cancellation can leave.
+
+    Args:
+        total, total_sq, count: 0-d float tensors, ``count > 0``.
+
+    Returns:
+        ``(mean, std)``, 0-d tensors.
+
+    Raises:
+        ValueError: for non-float inputs.
+    """
+    check_floating(total=total, total_sq=total_sq, count=count)
+    mean = total / count
+    return mean, (total_sq / count - mean.square()).clamp(min=0.0).sqrt()
+
+
+def scale_rewards(rewards: torch.Tensor, return_var: torch.Tensor, clip: float = 10.0,
+                  eps: float = 1e-8) -> torch.Tensor:
+    """Reward scaling: ``clip(r / sqrt(Var[R] + eps), -clip, clip)``.
+
+    ``Var[R]`` is the running variance of the discounted return ``R_t = gamma R_{t-1} + r_t``.
+    See "Implementation Matters in Deep Policy Gradients", Engstrom et al., 2020:
+    arXiv:2005.12729, algorithm 1.
+
+    Args:
+        rewards: ``[N]`` float rewards of one step.
+        return_var: 0-d variance of the discounted return (any float dtype).
+        clip: positive bound after scaling.
+        eps: added to the variance.
+
+    Returns:
+        ``[N]`` scaled rewards, dtype of ``rewards``.
+
+    Raises:
+        ValueError: for non-float inputs.
+    """
+    check_floating(rewards=rewards, return_var=return_var)
+    return (rewards / torch.sqrt(return_var + eps).to(rewards.dtype)).clamp(-clip, clip)

@@ -109,7 +109,7 @@ class RewardScaler(nn.Module):
         self.moments.observe(self.discounted_return)
         _, var, _ = self.moments.current()
         self.discounted_return = torch.where(done, 0.0, self.discounted_return)
-        return (reward / torch.sqrt(var + self.eps).to(reward.dtype)).clamp(-self.clip, self.clip)
+        return core.scale_rewards(reward, var, self.clip, self.eps)
 
     def reset_returns(self) -> None:
         """Forget the per-env discounted returns (the envs were reset)."""

@@ -40,8 +40,7 @@ class PPO:
             return core.normalize_advantages(advantages)
         count = torch.tensor(float(advantages.numel()), device=advantages.device)
         total = self.dist.all_reduce_sum(torch.stack((advantages.sum(), advantages.square().sum(), count)))
-        mean = total[0] / total[2]
-        std = (total[1] / total[2] - mean.square()).clamp(min=0.0).sqrt()
+        mean, std = core.mean_std_from_sums(total[0], total[1], total[2])
         return core.normalize_advantages(advantages, mean=mean, std=std)
 
     def update(self, storage: RolloutStorage) -> dict[str, torch.Tensor]:

@@ -43,6 +43,8 @@ def _cases(dtype: torch.dtype):
         "batch_moments": (lambda: core.batch_moments(m(B, S))[:2], (S,)),
         "merge_moments": (lambda: core.merge_moments(m(S), m(S), 3, m(S), m(S), 4)[:2], (S,)),
         "normalize_obs": (lambda: core.normalize_obs(m(B, S), m(S), m(S)), (B, S)),
+        "mean_std_from_sums": (lambda: core.mean_std_from_sums(m(), m(), m()), ()),
+        "scale_rewards": (lambda: core.scale_rewards(m(B), m()), (B,)),
     }
 
 

@@ -426,3 +426,25 @@ def test_normalize_obs_hand_worked_example() -> None:
 def test_normalize_obs_rejects_mismatched_statistics(obs, mean, var) -> None:
     with pytest.raises(ValueError):
         core.normalize_obs(obs, mean, var)
+
+
+
+@given(values=st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=50),
+       split=st.integers(0, 50))
+def test_mean_std_from_sums_matches_numpy_and_merges(values, split) -> None:
+    x = torch.tensor(values, dtype=torch.float64)
+    a, b = x[:split], x[split:]
+    sums = [torch.stack((p.sum(), p.square().sum(), torch.tensor(float(p.numel()), dtype=torch.float64)))
+            for p in (a, b)]
+    total = sums[0] + sums[1]  # what an all_reduce over two processes gives
+    mean, std = core.mean_std_from_sums(total[0], total[1], total[2])
+    ref = np.asarray(values, dtype=np.float64)
+    np.testing.assert_allclose(float(mean), ref.mean(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(float(std), ref.std(), rtol=1e-6, atol=1e-4)
+
+
+def test_scale_rewards_hand_example() -> None:
+    # Var[R] = 4 - 1e-8 -> divide by 2 (eps restores 4); 30 / 2 = 15 clips to 10.
+    out = core.scale_rewards(torch.tensor([1.0, -3.0, 30.0]), torch.tensor(4.0 - 1e-8, dtype=torch.float64), clip=10.0)
+    assert out.dtype == torch.float32
+    assert torch.allclose(out, torch.tensor([0.5, -1.5, 10.0]))
