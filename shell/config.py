@@ -67,9 +67,7 @@ def _section(name: str):
         for value in cls.__dict__.values():
             if isinstance(value, attrs.Attribute | type(attrs.field())):
                 value.metadata = {**value.metadata, "section": name}
-        cls = attrs.frozen(kw_only=True)(cls)
-        cls.SECTION = name
-        return cls
+        return attrs.frozen(kw_only=True)(cls)
 
     return wrap
 
@@ -170,10 +168,6 @@ class Config:
     def batch_size(self) -> int:
         """Transitions per rollout: ``num_steps * num_envs``."""
         return self.ppo.num_steps * self.env.num_envs
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.ppo.num_minibatches
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {name: attrs.asdict(getattr(self, name)) for name in SECTIONS}

@@ -46,7 +46,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
         ep_return = np.zeros(episodes)
         with torch.inference_mode():
             while any(r is None for r in returns):
-                step = env.step(agent.act(obs, deterministic=True).action)
+                step = env.step(agent.act(obs, deterministic=True))
                 ep_return += step.reward.cpu().numpy()
                 done = (step.terminated | step.truncated).cpu().numpy()
                 for i in np.flatnonzero(done):
@@ -62,14 +62,18 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     return returns
 
 
-def build_agent(config: Config, device: torch.device) -> torch.nn.Module:
-    """An untrained agent for the config's env (a one-env vector env is made to read the spaces)."""
+def build_agent(config: Config, device: torch.device) -> tuple[torch.nn.Module, gym.Space]:
+    """An untrained agent for the config's env, and the env's observation space.
+
+    A one-env vector env is made to read the spaces.
+    """
     from shell.networks import ActorCritic
 
     env = make_env(config.env, device, num_envs=1)
     try:
-        return ActorCritic(env.obs_size, env.action_space, config.policy, config.env.normalize_obs,
-                           config.env.obs_clip).to(device)
+        agent = ActorCritic(env.obs_size, env.action_space, config.policy, config.env.normalize_obs,
+                            config.env.obs_clip).to(device)
+        return agent, env.observation_space
     finally:
         env.close()
 
@@ -90,15 +94,20 @@ def load_agent(target: str | Path, device: str | torch.device = "cpu") -> tuple[
     Raises:
         ConfigError: missing, truncated or corrupt checkpoint.
     """
+    agent, config, state, _ = _load(target, device)
+    return agent, config, state
+
+
+def _load(target: str | Path, device: str | torch.device) -> tuple[torch.nn.Module, Config, dict, gym.Space]:
     from shell.runner import resolve_device
 
     device = resolve_device(device) if isinstance(device, str) else device
     state = load_checkpoint(resolve_checkpoint(target), map_location=device)
     config = config_from_saved(state["config"])
-    agent = build_agent(config, device)
+    agent, observation_space = build_agent(config, device)
     agent.load_state_dict(state["model"])
     agent.eval()
-    return agent, config, state
+    return agent, config, state, observation_space
 
 
 def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
@@ -160,7 +169,7 @@ class Policy:
         batch = obs[None] if single else obs
         with torch.inference_mode():
             action = self.agent.act(encode_obs(batch, self.observation_space, self.device),
-                                    deterministic=True).action.cpu().numpy()
+                                    deterministic=True).cpu().numpy()
         return action[0] if single else action
 
 
@@ -171,8 +180,5 @@ def load_policy(target: str | Path, device: str | torch.device = "cpu") -> Polic
         >>> policy = load_policy("runs/Pendulum-v1__s0__20260101-120000")
         >>> action = policy(env.reset()[0])
     """
-    agent, config, _ = load_agent(target, device)
-    env = make_env(config.env, torch.device("cpu"), num_envs=1)
-    space = env.observation_space
-    env.close()
-    return Policy(agent, space)
+    agent, _, _, observation_space = _load(target, device)
+    return Policy(agent, observation_space)

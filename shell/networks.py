@@ -260,9 +260,11 @@ class ActorCritic(nn.Module):
         self.critic = mlp(obs_size, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
 
     def act(self, raw_obs: torch.Tensor, deterministic: bool = True,
-            generator: torch.Generator | None = None) -> ActionSample:
-        """``get_action`` on raw observations, normalised with the saved statistics (never updated here)."""
-        return self.get_action(self.obs_normalizer.normalize(raw_obs), deterministic, generator)
+            generator: torch.Generator | None = None) -> torch.Tensor:
+        """The env action for raw observations, normalised with the saved statistics (never updated here)."""
+        action, _, _ = self.actor.sample(self.obs_normalizer.normalize(raw_obs), deterministic, generator,
+                                         with_log_prob=False)
+        return action
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """``[N, S]`` -> ``[N]``."""

@@ -67,7 +67,6 @@ class ObsNormalizer(nn.Module):
 
     def __init__(self, obs_size: int, enabled: bool, clip: float = 10.0):
         super().__init__()
-        self.enabled = enabled
         self.clip = clip
         self.moments = RunningMoments((obs_size,)) if enabled else None
 
@@ -95,7 +94,7 @@ class RewardScaler(nn.Module):
 
     def __init__(self, gamma: float, enabled: bool, clip: float = 10.0, eps: float = 1e-8):
         super().__init__()
-        self.enabled, self.gamma, self.clip, self.eps = enabled, gamma, clip, eps
+        self.gamma, self.clip, self.eps = gamma, clip, eps
         self.moments = RunningMoments(()) if enabled else None
         self.discounted_return: torch.Tensor | None = None
 

@@ -50,15 +50,15 @@ class RolloutStorage:
 
     def set_log_probs_and_values(self, log_probs: torch.Tensor, values: torch.Tensor) -> None:
         """Store the rollout's ``[T*N]`` log-probs and values (computed in one batched pass)."""
-        self.log_probs = log_probs.reshape(self.num_steps, self.num_envs)
-        self.values = values.reshape(self.num_steps, self.num_envs)
+        self.log_probs.copy_(log_probs.view_as(self.log_probs))
+        self.values.copy_(values.view_as(self.values))
 
     def compute_advantages(self, last_value: torch.Tensor, gamma: float, gae_lambda: float) -> None:
         """Fill ``advantages`` with core.gae and ``returns = advantages + values``."""
         if self.step != self.num_steps:
             raise RuntimeError(f"compute_advantages on a partial rollout ({self.step}/{self.num_steps} steps)")
-        self.advantages = core.gae(self.rewards, self.values, self.dones, last_value, gamma, gae_lambda)
-        self.returns = self.advantages + self.values
+        self.advantages.copy_(core.gae(self.rewards, self.values, self.dones, last_value, gamma, gae_lambda))
+        torch.add(self.advantages, self.values, out=self.returns)
 
     def minibatches(self, num_minibatches: int, generator: torch.Generator | None = None) -> Iterator[dict]:
         """Shuffle the flattened ``[T*N]`` batch with ``torch.randperm`` on the device and yield minibatches.
