@@ -6,6 +6,7 @@ No modules, optimisers, environments, global state or I/O. Imports only
 
 from core.advantages import bootstrap_truncated, gae
 from core.distributions import (
+    categorical_sample,
     multi_discrete_entropy_coef,
     normalized_entropy_coef,
     squash,
@@ -33,6 +34,7 @@ __all__ = [
     "approx_kl",
     "batch_moments",
     "bootstrap_truncated",
+    "categorical_sample",
     "clip_fraction",
     "clip_loss",
     "explained_variance",

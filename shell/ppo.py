@@ -8,6 +8,7 @@ from torch import nn
 import core
 from shell.config import PPOConfig
 from shell.distributed import Dist
+from shell.optim import Adam
 from shell.storage import RolloutStorage
 
 METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
@@ -29,11 +30,10 @@ class PPO:
         self.generator = generator
         self.dist = dist or Dist()
         self.params = list(agent.parameters())
-        self.optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True)
+        self.optimizer = Adam(self.params, lr=cfg.learning_rate, eps=cfg.adam_eps)
 
     def set_learning_rate(self, lr: float) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self.optimizer.lr = lr
 
     def _normalize(self, advantages: torch.Tensor) -> torch.Tensor:
         if not self.dist.enabled:
@@ -73,7 +73,7 @@ class PPO:
                 entropy_mean = entropy.mean()
                 loss = pg_loss + cfg.vf_coef * v_loss - self.ent_coef * entropy_mean
 
-                self.optimizer.zero_grad(set_to_none=True)
+                self.optimizer.zero_grad()
                 loss.backward()
                 self.dist.average_gradients(self.params)
                 grad_norm = nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)

@@ -45,17 +45,18 @@ def _cases(dtype: torch.dtype):
         "normalize_obs": (lambda: core.normalize_obs(m(B, S), m(S), m(S)), (B, S)),
         "mean_std_from_sums": (lambda: core.mean_std_from_sums(m(), m(), m()), ()),
         "scale_rewards": (lambda: core.scale_rewards(m(B), m()), (B,)),
+        "categorical_sample": (lambda: core.categorical_sample(m(B, A), m(B, A)), (B,), torch.long),
     }
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", sorted(_cases(torch.float32)))
 def test_core_keeps_dtype_and_device(name: str, dtype: torch.dtype) -> None:
-    fn, shape = _cases(dtype)[name]
+    fn, shape, *out_dtype = _cases(dtype)[name]
     out = fn()
     for tensor in out if isinstance(out, tuple) else (out,):
         assert tensor.device.type == "meta", (name, tensor.device)
-        assert tensor.dtype == dtype, (name, tensor.dtype)
+        assert tensor.dtype == (out_dtype[0] if out_dtype else dtype), (name, tensor.dtype)
         assert tuple(tensor.shape) == shape, (name, tuple(tensor.shape))
 
 
