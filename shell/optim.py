@@ -26,8 +26,8 @@ class Adam:
 
     Same update, defaults and ``state_dict`` layout as ``torch.optim.Adam(params, lr,
     betas, eps, fused=True)`` with no weight decay and no AMSGrad: a checkpoint of one
-    loads into the other. Moments are ``float32`` tensors shaped like their parameter,
-    on its device; ``step`` counts are 0-d ``float32`` tensors there too.
+    loads into the other. Moments are tensors of their parameter's shape, dtype and
+    device; ``step`` counts are 0-d ``float32`` tensors on that device.
 
     Raises:
         ValueError: for ``lr <= 0``, ``eps <= 0``, betas outside ``[0, 1)``, no

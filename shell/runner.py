@@ -400,9 +400,17 @@ def train(config: Config, run_dir: Path | None = None, dist: Dist | None = None)
     Under torchrun, rank 0 picks and prepares the run dir and tells the others.
     """
     dist = dist or Dist()
+    existed = run_dir is not None and Path(run_dir).exists()
     path = prepare_run_dir(run_dir, config) if dist.is_main else None
-    path = dist.gather_objects(str(path))[0]
-    return Trainer(config, Path(path), dist).train()
+    path = Path(dist.gather_objects(str(path))[0])
+    try:
+        trainer = Trainer(config, path, dist)
+    except ConfigError:
+        # a start-up error (env id, space, device, missing extra) leaves no empty run dir behind
+        if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+        raise
+    return trainer.train()
 
 
 def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None = None,

@@ -66,6 +66,7 @@ def test_bad_input_exits_2_with_one_line(main, tmp_path, args, needle):
     last = proc.stderr.strip().splitlines()[-1]
     assert needle in last
     assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "r").exists()  # nothing left behind, not even an empty run dir
 
 
 def test_non_empty_run_dir_is_refused(main, tmp_path):

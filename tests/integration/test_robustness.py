@@ -63,6 +63,7 @@ def test_unsupported_observation_space_is_named(main, tmp_path):
     proc = main("--config", "cartpole", "--set", f"env.id={CUSTOM}:DictObs-v0", "--run-dir", str(tmp_path / "r"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "unsupported observation space Dict" in last_line(proc.stderr)
+    assert not (tmp_path / "r").exists()
 
 
 def test_missing_box2d_extra_gives_pip_command(main, tmp_path):
