@@ -3,9 +3,10 @@
     python bench/sweep.py cartpole --seeds 0-9 --set ppo.update_epochs=6 [--set ...] [--jobs 2]
 
 Prints one JSON line per seed (deterministic eval return, training seconds, env steps) and a
-summary line: how many seeds reach ``--bar`` (default 475), the worst eval and the mean
-training time. Training times of concurrent runs share the machine, so compare them only
-against sweeps run with the same ``--jobs``.
+summary line: the seeds, how many reach ``--bar`` (``solved``; default 475) and how many the
+maximum of 500 (``at_500``, meaningful for CartPole), the worst eval and the mean training
+time. Training times of concurrent runs share the machine, so compare them only against sweeps
+run with the same ``--jobs``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main() -> None:
         print(json.dumps(row))
     ok = [r for r in rows if "eval" in r]
     print(json.dumps({"config": args.config, "overrides": args.overrides, "seeds": len(rows),
+                      "seed_list": [r["seed"] for r in rows], "at_500": sum(r["eval"] >= 500.0 for r in ok),
                       "solved": sum(r["eval"] >= args.bar for r in ok), "worst": min(r["eval"] for r in ok),
                       "evals": [r["eval"] for r in ok],
                       "mean_train_s": round(statistics.fmean(r["train_s"] for r in ok), 2)}))
