@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from core._checks import check_floating, check_same_shape
+from core._checks import check_flag, check_floating, check_same_dtype, check_same_shape, check_unit_interval
 
 
 def normalize_advantages(
@@ -238,6 +238,36 @@ def mean_std_from_sums(
     check_floating(total=total, total_sq=total_sq, count=count)
     mean = total / count
     return mean, (total_sq / count - mean.square()).clamp(min=0.0).sqrt()
+
+
+def discounted_return_step(running: torch.Tensor, reward: torch.Tensor, done: torch.Tensor,
+                           gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of the per-env discounted return that reward scaling tracks.
+
+    ``R_t = gamma * R_{t-1} + r_t``, restarted at 0 after every episode end
+    (Engstrom et al., 2020, "Implementation Matters in Deep Policy Gradients",
+    arXiv:2005.12729, algorithm 1).
+
+    Args:
+        running: ``[N]`` float, ``R_{t-1}`` (0 where an episode just began).
+        reward: ``[N]`` float, ``r_t``, the dtype of ``running``.
+        done: ``[N]`` bool or float, 1 where the episode ended with this step.
+        gamma: discount in [0, 1].
+
+    Returns:
+        ``(R_t [N], next running [N])``: the return whose statistics scale the
+        reward, and the same with ended episodes reset to 0.
+
+    Raises:
+        ValueError: for shapes or dtypes that differ, non-float inputs or gamma outside [0, 1].
+    """
+    check_floating(running=running, reward=reward)
+    check_flag("done", done)
+    check_same_shape(running=running, reward=reward, done=done)
+    check_same_dtype(running=running, reward=reward)
+    check_unit_interval(gamma=gamma)
+    returns = running * gamma + reward
+    return returns, torch.where(done.bool(), 0.0, returns)
 
 
 def scale_rewards(rewards: torch.Tensor, return_var: torch.Tensor, clip: float = 10.0,

@@ -104,10 +104,10 @@ class RewardScaler(nn.Module):
             return reward
         if self.discounted_return is None:
             self.discounted_return = torch.zeros_like(reward, dtype=STAT_DTYPE)
-        self.discounted_return = self.discounted_return * self.gamma + reward.to(STAT_DTYPE)
-        self.moments.observe(self.discounted_return)
+        returns, self.discounted_return = core.discounted_return_step(
+            self.discounted_return, reward.to(STAT_DTYPE), done, self.gamma)
+        self.moments.observe(returns)
         _, var, _ = self.moments.current()
-        self.discounted_return = torch.where(done, 0.0, self.discounted_return)
         return core.scale_rewards(reward, var, self.clip, self.eps)
 
     def reset_returns(self) -> None:

@@ -24,18 +24,7 @@ for _path in (str(_HERE), str(_ROOT)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-settings.register_profile(
-    "ci",
-    max_examples=60,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "thorough",
-    max_examples=2000,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+for _name, _examples in (("ci", 60), ("thorough", 2000)):
+    settings.register_profile(_name, max_examples=_examples, deadline=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -45,6 +45,7 @@ def _cases(dtype: torch.dtype):
         "normalize_obs": (lambda: core.normalize_obs(m(B, S), m(S), m(S)), (B, S)),
         "mean_std_from_sums": (lambda: core.mean_std_from_sums(m(), m(), m()), ()),
         "scale_rewards": (lambda: core.scale_rewards(m(B), m()), (B,)),
+        "discounted_return_step": (lambda: core.discounted_return_step(m(N), m(N), flag[0], 0.99), (N,)),
         "categorical_sample": (lambda: core.categorical_sample(m(B, A), m(B, A)), (B,), torch.long),
     }
 

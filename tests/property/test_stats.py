@@ -448,3 +448,39 @@ def test_scale_rewards_hand_example() -> None:
     out = core.scale_rewards(torch.tensor([1.0, -3.0, 30.0]), torch.tensor(4.0 - 1e-8, dtype=torch.float64), clip=10.0)
     assert out.dtype == torch.float32
     assert torch.allclose(out, torch.tensor([0.5, -1.5, 10.0]))
+
+
+# ---------------------------------------------------------------- discounted_return_step
+
+
+@given(st.integers(1, 12), st.integers(1, 4), st.floats(0.0, 1.0), st.data(), dtypes)
+def test_discounted_return_step_matches_a_per_env_loop(T, N, gamma, data, dtype) -> None:
+    """Stepping through [T, N] rewards equals R_t = gamma R_{t-1} + r_t restarted after each done."""
+    rewards = data.draw(arrays((T, N), 10.0))
+    dones = data.draw(st.lists(st.lists(st.booleans(), min_size=N, max_size=N), min_size=T, max_size=T))
+    running = torch.zeros(N, dtype=dtype)
+    for t in range(T):
+        r_t = as_tensor(rewards[t], dtype)
+        done_t = torch.tensor(dones[t])
+        returns, running = call_pure(core.discounted_return_step, running, r_t, done_t, gamma)
+        assert_meta(returns, r_t, (N,))
+        for i in range(N):  # the reference: a plain loop over this env's history since its last done
+            start = max((k + 1 for k in range(t) if dones[k][i]), default=0)
+            expected = 0.0
+            for k in range(start, t + 1):
+                expected = gamma * expected + float(rewards[k, i])
+            tol = 8 * eps(dtype) * sum(abs(float(rewards[k, i])) for k in range(start, t + 1)) + 1e-30
+            assert abs(float(returns[i]) - expected) <= tol, (t, i)
+            assert float(running[i]) == (0.0 if dones[t][i] else float(returns[i]))
+
+
+def test_discounted_return_step_rejects_bad_inputs() -> None:
+    z = torch.zeros(3)
+    with pytest.raises(ValueError, match="shape"):
+        core.discounted_return_step(z, torch.zeros(3, 1), torch.zeros(3, dtype=torch.bool), 0.9)
+    with pytest.raises(ValueError, match="dtype"):
+        core.discounted_return_step(z.double(), z, torch.zeros(3, dtype=torch.bool), 0.9)
+    with pytest.raises(ValueError, match="gamma"):
+        core.discounted_return_step(z, z, torch.zeros(3, dtype=torch.bool), 1.5)
+    with pytest.raises(ValueError, match="done"):
+        core.discounted_return_step(z, z, torch.zeros(3, dtype=torch.long), 0.9)
