@@ -15,9 +15,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 from shell.errors import ConfigError, TrainingError
+from shell.stop import Interrupted, StopRequest, exit_code
+
+
+class ForcedStop(BaseException):
+    """A second SIGINT/SIGTERM: stop at once, without the checkpoint the first one asked for."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def install_signal_handlers(stop: StopRequest) -> None:
+    """SIGINT/SIGTERM ask ``stop`` to end the run (the runner saves and exits 130/143 at its next poll,
+    within about a second); a second one raises :class:`ForcedStop` wherever the program is, so it is
+    never swallowed. Checkpoint writes are atomic, so stopping in the middle of one loses nothing."""
+
+    def handle(signum: int, _frame: object) -> None:
+        if stop.requested:
+            raise ForcedStop(signum)
+        stop.request(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handle)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,12 +91,12 @@ def plot_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(argv: list[str]) -> int:
+def run(argv: list[str], stop: StopRequest) -> int:
     if argv[:1] == ["eval"]:
         args = eval_parser().parse_args(argv[1:])
         from shell.evaluation import eval_checkpoint
 
-        result = eval_checkpoint(args.target, args.episodes, args.video, args.device)
+        result = eval_checkpoint(args.target, args.episodes, args.video, args.device, stop)
     elif argv[:1] == ["plot"]:
         args = plot_parser().parse_args(argv[1:])
         from shell.plotting import plot_runs
@@ -98,9 +122,9 @@ def run(argv: list[str]) -> int:
         dist, _ = init_distributed(args.device or ("auto" if args.resume else config.run.device))
         try:
             if args.resume:
-                result = resume(args.resume, args.total_timesteps, args.device, dist)
+                result = resume(args.resume, args.total_timesteps, args.device, dist, stop)
             else:
-                result = train(config, args.run_dir, dist)
+                result = train(config, args.run_dir, dist, stop)
         finally:
             shutdown()
         if not dist.is_main:
@@ -110,14 +134,24 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop = StopRequest()
+    install_signal_handlers(stop)
     try:
-        return run(sys.argv[1:] if argv is None else argv)
+        return run(sys.argv[1:] if argv is None else argv, stop)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except TrainingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except Interrupted as exc:  # outside a training run (eval, start-up): nothing to save
+        print(f"\ninterrupted by {signal.Signals(exc.signum).name}; nothing was written", file=sys.stderr)
+        return exit_code(exc.signum)
+    except (ForcedStop, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, ForcedStop) else signal.SIGINT
+        print(f"\nstopped at once by a second {signal.Signals(signum).name}; checkpoints already on disk are kept",
+              file=sys.stderr)
+        return exit_code(signum)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,13 @@ from shell.errors import ConfigError
 FORMAT_VERSION = 1
 
 
-def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
+def save_checkpoint(path: Path, state: dict[str, Any], on_written: Callable[[], None] | None = None) -> Path:
     """Write ``state`` (plus the format version) to ``path`` atomically.
 
     The bytes go to a temporary file in the same folder, are fsynced, then
     renamed over ``path``: a reader sees the old file or the new one, never a
-    partial one.
+    partial one. ``on_written`` is called between the fsync and the rename (the
+    fault-injection point of shell/faults.py).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,6 +31,8 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
             torch.save({"format_version": FORMAT_VERSION, **state}, f)
             f.flush()
             os.fsync(f.fileno())
+        if on_written is not None:
+            on_written()
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -135,6 +135,9 @@ class RunConfig:
     total_timesteps: int = _field(100_000, "Env steps over all envs; rounds up to whole rollouts.", _range(1))
     device: str = _field("auto", "'cpu', 'cuda' or 'auto' (cuda when available).", _one_of("cpu", "cuda", "auto"))
     eval_episodes: int = _field(20, "Deterministic evaluation episodes at the end (0 = none).", _range(0))
+    eval_max_episode_steps: int | None = _field(
+        None, "Step cap of one evaluation episode, counted as truncated (absent = the env's time limit, else 10,000).",
+        _range(1))
     eval_every: int = _field(0, "Evaluate (and checkpoint) every this many updates during training (0 = never).",
                              _range(0))
     checkpoint_every: int = _field(10, "Write a checkpoint every this many updates (0 = only at the end).",

@@ -6,6 +6,7 @@ at the gymnasium boundary (one conversion per step).
 
 from __future__ import annotations
 
+import signal
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -86,6 +87,21 @@ def check_action_space(space: gym.Space) -> None:
     )
 
 
+def _signal_free_worker(*args: Any) -> None:
+    """gymnasium's AsyncVectorEnv worker, with SIGINT and SIGTERM ignored.
+
+    Ctrl-C signals the whole process group. A worker that took it would die with a
+    KeyboardInterrupt, print its traceback and break the next ``step`` before the main
+    process could save a checkpoint. The main process alone answers signals and then
+    closes its workers; a worker whose parent died ends on the closed pipe.
+    """
+    from gymnasium.vector.async_vector_env import _async_worker
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _async_worker(*args)
+
+
 def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
               wrappers: list | None = None) -> gym.vector.VectorEnv:
     kwargs: dict[str, Any] = {}
@@ -95,12 +111,15 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
+    vector_kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    if cfg.vectorization_mode == "async":
+        vector_kwargs["worker"] = _signal_free_worker
     try:
         return gym.make_vec(
             cfg.id,
             num_envs=num_envs,
             vectorization_mode=cfg.vectorization_mode,
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+            vector_kwargs=vector_kwargs,
             **kwargs,
         )
     except gym.error.DependencyNotInstalled as exc:
@@ -137,6 +156,9 @@ class GymVecEnv:
         self.env = gym.wrappers.vector.RecordEpisodeStatistics(_make_vec(cfg, num_envs, render_mode, wrappers))
         self.num_envs = num_envs
         self.device = device
+        spec = self.env.spec
+        #: the time limit of one episode: the config's override, else the registered one (None = none)
+        self.max_episode_steps = cfg.max_episode_steps or (spec.max_episode_steps if spec is not None else None)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         try:
@@ -182,7 +204,14 @@ class GymVecEnv:
         )
 
     def close(self) -> None:
-        self.env.close()
+        """Close the envs; never raises, even when async workers have died (their pipes are broken)."""
+        try:
+            self.env.close()
+        except Exception:
+            try:  # terminate what is left of the workers and close their pipes
+                self.env.close(terminate=True)
+            except Exception:
+                pass
 
 
 def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 import gymnasium as gym
@@ -17,12 +18,39 @@ from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import Config, EnvConfig, config_from_saved
 from shell.envs import encode_obs, make_env
 from shell.errors import ConfigError
+from shell.stop import StopRequest
 
 EVAL_SEED_OFFSET = 1_000_000
+DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000
+
+
+class EvalResult(NamedTuple):
+    """What a deterministic evaluation measured.
+
+    Attributes:
+        returns: the raw episodic return of each episode, in sub-env order.
+        truncated: how many of them were truncated rather than terminated: by the env's own
+            time limit, or by the cap ``max_episode_steps``.
+        max_episode_steps: the cap that was applied (env steps per episode).
+    """
+
+    returns: list[float]
+    truncated: int
+    max_episode_steps: int
+
+
+def eval_episode_cap(env_cfg: EnvConfig, run_cap: int | None, registered: int | None) -> int:
+    """The step cap of one evaluation episode.
+
+    ``run.eval_max_episode_steps`` if set, else the env's time limit (``env.max_episode_steps``,
+    else the registered ``max_episode_steps``), else :data:`DEFAULT_EVAL_MAX_EPISODE_STEPS`.
+    """
+    return run_cap or env_cfg.max_episode_steps or registered or DEFAULT_EVAL_MAX_EPISODE_STEPS
 
 
 def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: int, device: torch.device,
-             render_mode: str | None = None, wrappers: list | None = None) -> list[float]:
+             render_mode: str | None = None, wrappers: list | None = None, stop: StopRequest | None = None,
+             max_episode_steps: int | None = None, on_step: Callable[[], None] | None = None) -> EvalResult:
     """Run ``episodes`` episodes with the deterministic policy (u = mean, or argmax).
 
     One sub-env per episode, seeded ``seed + EVAL_SEED_OFFSET + i`` so the
@@ -32,34 +60,52 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     implementation, parity-tested): the same initial states as a gymnasium-backend
     run of the same seed, so results compare across backends.
 
-    Returns:
-        The raw episodic returns, in sub-env order.
+    An episode still running after ``max_episode_steps`` steps (see :func:`eval_episode_cap`
+    for the default) ends there and counts as truncated, so an env that never ends its
+    episodes cannot keep the evaluation running forever. ``on_step`` is called after every
+    vector step (the runner's fault-injection point).
+
+    Raises:
+        Interrupted: ``stop`` was requested (polled once per env step).
+        ConfigError: a missing package for rendering.
     """
     if episodes <= 0:
-        return []
+        return EvalResult([], 0, 0)
     if env_cfg.backend != "gymnasium":
         env_cfg = attrs.evolve(env_cfg, backend="gymnasium")
     env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers)
+    cap = eval_episode_cap(env_cfg, max_episode_steps, env.max_episode_steps)
     returns: list[float | None] = [None] * episodes
+    truncated = 0
     try:
         obs = env.reset(seed=seed + EVAL_SEED_OFFSET)
         ep_return = np.zeros(episodes)
+        ep_length = np.zeros(episodes, dtype=np.int64)
         with torch.inference_mode():
             while any(r is None for r in returns):
+                if stop is not None:
+                    stop.check()
                 step = env.step(agent.act(obs, deterministic=True))
+                if on_step is not None:
+                    on_step()
                 ep_return += step.reward.cpu().numpy()
-                done = (step.terminated | step.truncated).cpu().numpy()
+                ep_length += 1
+                terminated = step.terminated.cpu().numpy()
+                ended_by_cap = ep_length >= cap
+                done = terminated | step.truncated.cpu().numpy() | ended_by_cap
                 for i in np.flatnonzero(done):
                     if returns[i] is None:
                         returns[i] = float(ep_return[i])
+                        truncated += int(not terminated[i])
                 ep_return[done] = 0.0
+                ep_length[done] = 0
                 obs = step.obs
     except gym.error.DependencyNotInstalled as exc:
         raise ConfigError(f"rendering {env_cfg.id} needs a missing package ({exc}); "
                           'run: pip install -e ".[video]"') from None
     finally:
         env.close()
-    return returns
+    return EvalResult(returns, truncated, cap)
 
 
 def build_agent(config: Config, device: torch.device) -> tuple[torch.nn.Module, gym.Space]:
@@ -111,15 +157,17 @@ def _load(target: str | Path, device: str | torch.device) -> tuple[torch.nn.Modu
 
 
 def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
-                    device: str = "cpu") -> dict[str, Any]:
+                    device: str = "cpu", stop: StopRequest | None = None) -> dict[str, Any]:
     """The ``eval`` command: evaluate a checkpoint, write ``eval.json`` beside it, return the result.
 
     ``summary.json`` of the run is left alone. With ``video``, one more
     deterministic episode is recorded as an mp4 in ``videos/`` beside the
-    checkpoint, through gymnasium's RecordVideo (rgb_array rendering).
+    checkpoint, through gymnasium's RecordVideo (rgb_array rendering). Episodes
+    are capped at the run's ``run.eval_max_episode_steps`` (see :func:`evaluate`).
 
     Raises:
         ConfigError: a bad target, a corrupt checkpoint, or a missing video extra.
+        Interrupted: ``stop`` was requested; nothing is written.
     """
     path = resolve_checkpoint(target)
     if video:
@@ -129,14 +177,13 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
             raise ConfigError('--video needs moviepy; run: pip install -e ".[video]"') from None
     agent, config, state = load_agent(path, device)
     dev = next(agent.parameters()).device
-    returns = evaluate(agent, config.env, episodes, config.run.seed, dev)
+    cap = config.run.eval_max_episode_steps
+    outcome = evaluate(agent, config.env, episodes, config.run.seed, dev, stop=stop, max_episode_steps=cap)
     result: dict[str, Any] = {
         "env_id": config.env.id,
         "seed": config.run.seed,
         "env_steps": state["env_steps"],
-        "eval_return_mean": statistics.fmean(returns),
-        "eval_return_std": statistics.pstdev(returns),
-        "eval_episodes": len(returns),
+        **eval_fields(outcome),
         "checkpoint": str(path),
     }
     if video:
@@ -144,10 +191,23 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
         folder = path.parent / "videos"
         wrapper = lambda env: gym.wrappers.RecordVideo(  # noqa: E731
             env, str(folder), episode_trigger=lambda i: i == 0, name_prefix=path.stem, disable_logger=True)
-        evaluate(agent, config.env, 1, config.run.seed, dev, render_mode="rgb_array", wrappers=[wrapper])
+        evaluate(agent, config.env, 1, config.run.seed, dev, render_mode="rgb_array", wrappers=[wrapper],
+                 stop=stop, max_episode_steps=cap)
         result["videos"] = sorted(str(p) for p in folder.glob(f"{path.stem}*.mp4"))
     (path.parent / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def eval_fields(outcome: EvalResult) -> dict[str, Any]:
+    """The evaluation's keys of the summary and of eval.json."""
+    returns = outcome.returns
+    return {
+        "eval_return_mean": statistics.fmean(returns) if returns else None,
+        "eval_return_std": statistics.pstdev(returns) if returns else None,
+        "eval_episodes": len(returns),
+        "eval_truncated_episodes": outcome.truncated,
+        "eval_max_episode_steps": outcome.max_episode_steps or None,
+    }
 
 
 class Policy:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -43,13 +45,17 @@ class PPO:
         mean, std = core.mean_std_from_sums(total[0], total[1], total[2])
         return core.normalize_advantages(advantages, mean=mean, std=std)
 
-    def update(self, storage: RolloutStorage) -> dict[str, torch.Tensor]:
+    def update(self, storage: RolloutStorage, poll: Callable[[], None] | None = None) -> dict[str, torch.Tensor]:
         """Run ``update_epochs`` passes of minibatch SGD over the rollout.
 
         No host synchronisation per minibatch: metrics stay device tensors;
         with ``target_kl`` one scalar is read per epoch. Under torchrun the
         gradients are averaged over ranks, and advantage normalisation and the
         target-KL check use statistics over all ranks.
+
+        ``poll`` is called after every minibatch (the runner checks its stop request
+        there, so a signal is answered within one minibatch); an exception it raises
+        ends the update with the minibatches taken so far applied.
 
         Returns:
             Mean of each metric over the minibatches run (0-d tensors), plus
@@ -85,6 +91,8 @@ class PPO:
                     sums += torch.stack((pg_loss, v_loss, entropy_mean, kl, clipfrac, grad_norm))
                     epoch_kl += kl
                 n_mb += 1
+                if poll is not None:
+                    poll()
             count += n_mb
             epochs += 1
             if cfg.target_kl is not None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -27,20 +25,16 @@ from shell.config import Config, config_from_saved, dump_toml
 from shell.distributed import Dist
 from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
-from shell.evaluation import evaluate
+from shell.evaluation import EvalResult, eval_fields, evaluate
+from shell.faults import kill_point
+from shell.logs import CSV_FIELDS, RunLogs
 from shell.networks import ActorCritic, default_ent_coef
 from shell.normalization import RewardScaler
 from shell.ppo import PPO
+from shell.stop import Interrupted, StopRequest, exit_code
 from shell.storage import RolloutStorage
 
-CSV_FIELDS = ("update", "env_steps", "seconds", "sps", "learning_rate", "policy_loss", "value_loss", "entropy",
-              "approx_kl", "clipfrac", "explained_variance", "grad_norm", "epochs", "episodic_return",
-              "episodic_length", "eval_return")
-SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
-
-
-class Interrupted(Exception):
-    """Raised inside the loop when SIGINT or SIGTERM arrived."""
+__all__ = ["CSV_FIELDS", "Trainer", "resume", "train"]
 
 
 def resolve_device(name: str, dist: Dist | None = None) -> torch.device:
@@ -102,12 +96,17 @@ class Trainer:
     its own envs (sub-env i of rank r seeded ``seed + r * num_envs + i``) and takes
     ``total_timesteps / world_size`` of the steps; only rank 0 writes logs,
     evaluates and checkpoints. Every method that saves is collective.
+
+    ``stop`` is polled at every env step, after every minibatch and during every
+    evaluation; once requested, the run saves a checkpoint and returns its summary
+    with ``interrupted: true`` (the CLI requests it on SIGINT/SIGTERM).
     """
 
-    def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None):
+    def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None):
         self.config = config
         self.run_dir = Path(run_dir)
         self.dist = dist or Dist()
+        self.stop = stop or StopRequest()
         torch.set_num_threads(config.run.torch_threads)
         self.device = resolve_device(config.run.device, self.dist)
         torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
@@ -132,7 +131,8 @@ class Trainer:
         self.train_seconds = 0.0
         self.best_eval: float | None = None
         self.recent_return: float | None = None
-        self._signal: int | None = None
+        self._signal: int | None = None  # the signal that interrupted train(), if any
+        self._saved_update: int | None = None  # the update of the newest checkpoint on disk
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.toml").write_text(dump_toml(config))
@@ -175,12 +175,26 @@ class Trainer:
         folder = self.run_dir / "checkpoints"
         path = folder / f"ckpt_{self.env_steps:012d}.pt"
         state = self.state_dict()
-        if not self.dist.is_main:
-            return path
-        save_checkpoint(path, state)
-        for old in sorted(folder.glob("ckpt_*.pt"))[: -self.config.run.keep_checkpoints]:
-            old.unlink()
+        if self.dist.is_main:
+            save_checkpoint(path, state, on_written=lambda: kill_point("checkpoint", self.update))
+            for old in sorted(folder.glob("ckpt_*.pt"))[: -self.config.run.keep_checkpoints]:
+                old.unlink()
+        self._saved_update = self.update
         return path
+
+    def _checkpoint_note(self) -> str:
+        """Where the last good checkpoint is, for a failure message (none may have been written yet)."""
+        found = sorted((self.run_dir / "checkpoints").glob("ckpt_*.pt"))
+        if not found:
+            return "no checkpoint was written yet"
+        return f"the last good checkpoint is {found[-1]}"
+
+    def _poll(self, phase: str) -> None:
+        """The loop's poll point: the fault-injection hook, then the stop request (not under torchrun,
+        where ranks stop together at the next update)."""
+        kill_point(phase, self.update + 1)
+        if not self.dist.enabled:
+            self.stop.check()
 
     # ------------------------------------------------------------------ collect
     def collect(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -189,16 +203,22 @@ class Trainer:
         Returns:
             The next observation, and ``[3]`` device totals over the episodes that
             ended: (count, sum of raw returns, sum of lengths).
+
+        Raises:
+            Interrupted: a stop was requested (polled before every env step).
         """
         gamma = self.config.ppo.gamma
         storage, agent = self.storage, self.agent
         episodes = torch.zeros(3, device=self.device)
         storage.reset()
         normalize = agent.obs_normalizer.normalize
+        halfway = storage.num_steps // 2
         with torch.inference_mode():
-            for _ in range(storage.num_steps):
-                if self._signal is not None and not self.dist.enabled:
-                    raise Interrupted  # under torchrun, ranks stop together at the next update
+            for t in range(storage.num_steps):
+                if t == halfway:
+                    kill_point("rollout", self.update + 1)
+                if not self.dist.enabled:
+                    self.stop.check()
                 norm_obs = normalize(obs, update=True)
                 action, raw_action = agent.sample_action(norm_obs, self.generator)
                 step = self.env.step(action)
@@ -225,7 +245,7 @@ class Trainer:
 
     def _update_and_check(self, episodes: torch.Tensor) -> dict[str, Any]:
         """One PPO update, then one host sync to read the metrics and episode totals and check finiteness."""
-        metrics = self.ppo.update(self.storage)
+        metrics = self.ppo.update(self.storage, poll=lambda: self._poll("update"))
         self.dist.all_reduce_sum(episodes)
         params_finite = torch.stack([p.isfinite().all() for p in self.agent.parameters()]).all()
         values = torch.cat((torch.stack(list(metrics.values())), episodes, params_finite.float()[None])).tolist()
@@ -234,10 +254,8 @@ class Trainer:
         if values[-1] != 1.0:
             bad.append("parameters")
         if bad:
-            raise TrainingError(
-                f"non-finite {', '.join(bad)} at update {self.update + 1} (env step {self.env_steps}); "
-                f"training stopped, the last good checkpoint is in {self.run_dir / 'checkpoints'}"
-            )
+            raise TrainingError(f"non-finite {', '.join(bad)} at update {self.update + 1} "
+                                f"(env step {self.env_steps}); training stopped")
         count, return_sum, length_sum = values[len(metrics):len(metrics) + 3]
         out["episodic_return"] = return_sum / count if count else ""
         out["episodic_length"] = length_sum / count if count else ""
@@ -245,24 +263,33 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def train(self) -> dict[str, Any]:
-        """Run to ``num_updates``; return the summary (rank 0 also writes it to summary.json)."""
+        """Run to ``num_updates``; return the summary (rank 0 also writes it to summary.json).
+
+        Order within an update: collect, update, (periodic evaluation), the metrics row
+        (flushed), then the checkpoint: a checkpoint never covers an update whose row is
+        missing, and a resume drops the rows after its checkpoint (shell/logs.py).
+
+        Raises:
+            TrainingError: non-finite loss, gradient or parameters, or an env that raised;
+                the message says where the last good checkpoint is.
+        """
         cfg, main = self.config, self.dist.is_main
         num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
-        logs = self._open_logs() if main else None
+        logs = RunLogs(self.run_dir, self.update, self.env_steps) if main else None
         progress = tqdm(total=num_updates * step_batch, initial=self.env_steps, unit="step", file=sys.stderr,
                         dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id, disable=not main)
-        previous = {s: signal.signal(s, self._on_signal) for s in SIGNAL_EXIT}
-        # A fresh run resets with `seed` (plus the rank's offset); a resumed one with a seed
-        # derived from its update count.
-        offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
-        obs = self.env.reset(seed=cfg.run.seed + offset)
-        self.reward_scaler.reset_returns()
-        start = time.perf_counter() - self.train_seconds
-        eval_returns: list[float] = []
+        outcome: EvalResult | None = None
         checkpoint: Path | None = None
+        pending: dict[str, Any] | None = None  # the row of a finished update, not yet written
         try:
+            # A fresh run resets with `seed` (plus the rank's offset); a resumed one with a seed
+            # derived from its update count.
+            offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
+            obs = self.env.reset(seed=cfg.run.seed + offset)
+            self.reward_scaler.reset_returns()
+            start = time.perf_counter() - self.train_seconds
             while self.update < num_updates:
-                self._check_signal()
+                self._check_stop()
                 lr = cfg.ppo.learning_rate
                 if cfg.ppo.anneal_lr:
                     lr = core.linear_schedule(cfg.ppo.learning_rate, 0.0, self.update, num_updates)
@@ -276,86 +303,79 @@ class Trainer:
                 self.env_steps += step_batch
                 self.train_seconds = time.perf_counter() - start
 
-                # -- periodic evaluation and checkpoints
-                row_eval = ""
-                if cfg.run.eval_every and self.update % cfg.run.eval_every == 0 and self.update < num_updates:
-                    row_eval = self._periodic_eval()
-                    start = time.perf_counter() - self.train_seconds  # evaluation time is not training time
-                elif cfg.run.checkpoint_every and self.update % cfg.run.checkpoint_every == 0:
-                    self.save()
-
-                # -- log
+                # -- periodic evaluation, log, then checkpoint
                 if values["episodic_return"] != "":
                     self.recent_return = values["episodic_return"]
-                row = {"update": self.update, "env_steps": self.env_steps, "seconds": round(self.train_seconds, 3),
-                       "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
-                       "eval_return": row_eval if row_eval is not None else ""}
+                pending = {"update": self.update, "env_steps": self.env_steps,
+                           "seconds": round(self.train_seconds, 3),
+                           "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
+                           "eval_return": ""}  # written by the except clause if the evaluation is interrupted
+                eval_due = bool(cfg.run.eval_every) and self.update % cfg.run.eval_every == 0 \
+                    and self.update < num_updates
+                if eval_due:
+                    eval_mean = self._periodic_eval()
+                    pending["eval_return"] = "" if eval_mean is None else eval_mean
+                    start = time.perf_counter() - self.train_seconds  # evaluation time is not training time
+                row, pending = pending, None
                 if logs is not None:
-                    self._log_row(logs, row)
+                    logs.write(row)
+                if eval_due or (cfg.run.checkpoint_every and self.update % cfg.run.checkpoint_every == 0):
+                    checkpoint = self.save()
+                    if main and eval_due and row["eval_return"] == self.best_eval:
+                        tmp = checkpoint.with_name(".best.pt.tmp")
+                        shutil.copyfile(checkpoint, tmp)
+                        tmp.replace(checkpoint.with_name("best.pt"))
                 progress.update(step_batch)
                 progress.set_postfix(sps=int(row["sps"]), refresh=False,
                                      ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
             checkpoint = self.save()
             if main:
-                eval_returns = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device)
-        except Interrupted:
-            checkpoint = self.save()
-            if main:
-                name = signal.Signals(self._signal).name
-                print(f"\ninterrupted by {name}: checkpoint saved to {checkpoint}; continue with "
-                      f"--resume {self.run_dir}", file=sys.stderr)
+                outcome = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device,
+                                   stop=self.stop, max_episode_steps=cfg.run.eval_max_episode_steps,
+                                   on_step=lambda: kill_point("eval", self.update))
+        except Interrupted as exc:
+            self._signal = exc.signum
+            if pending is not None and logs is not None:
+                logs.write(pending)
+            if self._saved_update != self.update:
+                checkpoint = self.save()
+        except TrainingError as exc:
+            raise TrainingError(f"{exc}; {self._checkpoint_note()}") from exc
         finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
             progress.close()
             if logs is not None:
-                logs[0].close()
-                logs[1].close()
+                logs.close()
             self.env.close()
-        return self._write_summary(eval_returns, checkpoint)
+        if self._signal is not None and main:  # after the progress bar's last line
+            print(f"interrupted by {signal.Signals(self._signal).name}: checkpoint saved to {checkpoint}; "
+                  f"continue with --resume {self.run_dir}", file=sys.stderr)
+        return self._write_summary(outcome, checkpoint)
 
-    def _check_signal(self) -> None:
-        """Raise Interrupted when a signal arrived (on any rank: they agree through one all_reduce)."""
-        flag = self._signal is not None
-        if self.dist.enabled:
-            flag = bool(self.dist.all_reduce_sum(torch.tensor([float(flag)], device=self.device)).item())
-            if flag and self._signal is None:
-                self._signal = signal.SIGTERM
-        if flag:
-            raise Interrupted
-
-    @staticmethod
-    def _log_row(logs: tuple, row: dict[str, Any]) -> None:
-        writer, _, csv_writer = logs
-        csv_writer.writerow({k: row[k] for k in CSV_FIELDS})
-        for key in CSV_FIELDS[2:]:
-            if row[key] != "":
-                group = "charts" if key.startswith(("episodic", "eval")) else "train"
-                writer.add_scalar(f"{group}/{key}", row[key], row["env_steps"])
-
-    def _on_signal(self, signum: int, _frame: Any) -> None:
-        if self._signal is not None:  # a second Ctrl-C while saving is ignored; saving is quick
+    def _check_stop(self) -> None:
+        """Raise Interrupted when a stop was requested (on any rank: they agree through one all_reduce)."""
+        if not self.dist.enabled:
+            self.stop.check()
             return
-        self._signal = signum
+        flag = self.stop.requested
+        if bool(self.dist.all_reduce_sum(torch.tensor([float(flag)], device=self.device)).item()):
+            self.stop.request(signal.SIGTERM)  # a rank that saw no signal stops as if terminated
+            self.stop.check()
 
     def _periodic_eval(self) -> float | None:
-        """Evaluate (rank 0), checkpoint (all ranks), and copy the checkpoint to best.pt when it is the best."""
-        mean, is_best = None, False
-        if self.dist.is_main:
-            returns = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
-                               self.device)
-            mean = statistics.fmean(returns)
-            is_best = self.best_eval is None or mean > self.best_eval
-            if is_best:
-                self.best_eval = mean
-        path = self.save()
-        if is_best:
-            tmp = path.with_name(".best.pt.tmp")
-            shutil.copyfile(path, tmp)
-            tmp.replace(path.with_name("best.pt"))
+        """Evaluate the deterministic policy (rank 0; None on the others); track the best mean."""
+        if not self.dist.is_main:
+            return None
+        # under torchrun the other ranks wait in the checkpoint's collective: stop at the next update instead
+        stop = None if self.dist.enabled else self.stop
+        outcome = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
+                           self.device, stop=stop, max_episode_steps=self.config.run.eval_max_episode_steps,
+                           on_step=lambda: kill_point("eval", self.update))
+        mean = sum(outcome.returns) / len(outcome.returns)
+        if self.best_eval is None or mean > self.best_eval:
+            self.best_eval = mean
         return mean
 
-    def _write_summary(self, eval_returns: list[float], checkpoint: Path | None) -> dict[str, Any]:
+    def _write_summary(self, outcome: EvalResult | None, checkpoint: Path | None) -> dict[str, Any]:
         cfg = self.config
         seconds = max(self.train_seconds, 1e-9)
         summary = {
@@ -365,9 +385,7 @@ class Trainer:
             "updates": self.update,
             "train_seconds": round(self.train_seconds, 3),
             "sps": round(self.env_steps / seconds, 1),
-            "eval_return_mean": statistics.fmean(eval_returns) if eval_returns else None,
-            "eval_return_std": statistics.pstdev(eval_returns) if eval_returns else None,
-            "eval_episodes": len(eval_returns),
+            **eval_fields(outcome or EvalResult([], 0, 0)),
             "run_dir": str(self.run_dir),
             "checkpoint": str(checkpoint) if checkpoint else None,
             "world_size": self.dist.world_size,
@@ -376,35 +394,25 @@ class Trainer:
         }
         if self._signal is not None:
             summary["signal"] = signal.Signals(self._signal).name
-            summary["exit_code"] = SIGNAL_EXIT[self._signal]
+            summary["exit_code"] = exit_code(self._signal)
         if self.dist.is_main:
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
-    def _open_logs(self):
-        from torch.utils.tensorboard import SummaryWriter  # imported late: it is the slowest import
 
-        writer = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"), purge_step=self.env_steps or None)
-        path = self.run_dir / "metrics.csv"
-        fresh = self.update == 0 or not path.exists()
-        csv_file = open(path, "w" if fresh else "a", newline="")
-        csv_writer = csv.DictWriter(csv_file, fieldnames=CSV_FIELDS)
-        if fresh:
-            csv_writer.writeheader()
-        return writer, csv_file, csv_writer
-
-
-def train(config: Config, run_dir: Path | None = None, dist: Dist | None = None) -> dict[str, Any]:
+def train(config: Config, run_dir: Path | None = None, dist: Dist | None = None,
+          stop: StopRequest | None = None) -> dict[str, Any]:
     """Train one run and return its summary (also written to RUN_DIR/summary.json).
 
     Under torchrun, rank 0 picks and prepares the run dir and tells the others.
+    ``stop`` (see :class:`Trainer`) ends the run early with a checkpoint.
     """
     dist = dist or Dist()
     existed = run_dir is not None and Path(run_dir).exists()
     path = prepare_run_dir(run_dir, config) if dist.is_main else None
     path = Path(dist.gather_objects(str(path))[0])
     try:
-        trainer = Trainer(config, path, dist)
+        trainer = Trainer(config, path, dist, stop)
     except ConfigError:
         # a start-up error (env id, space, device, missing extra) leaves no empty run dir behind
         if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):
@@ -414,12 +422,14 @@ def train(config: Config, run_dir: Path | None = None, dist: Dist | None = None)
 
 
 def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None = None,
-           dist: Dist | None = None) -> dict[str, Any]:
+           dist: Dist | None = None, stop: StopRequest | None = None) -> dict[str, Any]:
     """Continue the run in ``run_dir`` from its newest checkpoint.
 
     The config is the checkpoint's; ``total_timesteps`` may extend it and ``device``
     may move it. Counters, learning-rate schedule, optimizer moments and RNG streams
-    continue exactly; the envs restart from a reset.
+    continue exactly; the envs restart from a reset. metrics.csv is cut back to the
+    checkpoint's update (shell/logs.py); temporary files of a checkpoint write that a
+    kill interrupted are removed.
 
     Raises:
         ConfigError: no such run dir, no checkpoint in it, or a corrupt one.
@@ -433,7 +443,10 @@ def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None
         raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps; "
                           f"--total-timesteps {total_timesteps} must be larger")
     config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
-    trainer = Trainer(config, run_dir, dist)
+    if dist is None or dist.is_main:
+        for stale in path.parent.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)
+    trainer = Trainer(config, run_dir, dist, stop)
     trainer.load_state_dict(state)
     print(f"resuming {run_dir} from {path.name} (update {trainer.update}, env step {trainer.env_steps})",
           file=sys.stderr)

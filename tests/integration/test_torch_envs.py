@@ -445,4 +445,4 @@ def test_torch_backend_runs_are_evaluated_on_gymnasium_envs():
     gym_cfg = attrs.evolve(torch_cfg, backend="gymnasium")
     agent = ActorCritic(3, TorchPendulum.action_space, PolicyConfig())
     cpu = torch.device("cpu")
-    assert evaluate(agent, torch_cfg, 3, 7, cpu) == evaluate(agent, gym_cfg, 3, 7, cpu)
+    assert evaluate(agent, torch_cfg, 3, 7, cpu).returns == evaluate(agent, gym_cfg, 3, 7, cpu).returns
