@@ -37,27 +37,49 @@ def squash(
     raw_action: torch.Tensor,
     action_scale: torch.Tensor | float,
     action_bias: torch.Tensor | float,
+    low: torch.Tensor | float | None = None,
+    high: torch.Tensor | float | None = None,
 ) -> torch.Tensor:
-    """Map a raw Gaussian action into a Box: ``a = tanh(u) * scale + bias``.
+    """Map a raw Gaussian action into a Box: ``a = clamp(tanh(u) * scale + bias, low, high)``.
+
+    In exact arithmetic ``tanh(u) * scale + bias`` lies in ``[bias - scale,
+    bias + scale] = [low, high]``. In floating point it does not: once tanh
+    saturates to exactly +-1, the rounding of ``scale`` and ``bias`` (and of the
+    product and the sum) can land a step outside the Box's own bounds. With float32
+    and Box(-1, 0.2), ``u = 10`` gives 0.20000002 > float32(0.2); with Box(-1000, 0.2)
+    it gives 0.2000122. Pass ``low`` and ``high`` (bounds representable in
+    ``raw_action``'s dtype, rounded inward) to clamp the result into the Box; the
+    clamp only moves a result by that rounding, so the density of ``u`` that
+    :func:`squashed_log_prob` gives stays the policy's.
 
     Args:
         raw_action: ``[..., A]`` float, the pre-tanh action ``u``.
         action_scale: ``[A]`` tensor or float, ``(high - low) / 2`` of the Box.
         action_bias: ``[A]`` tensor or float, ``(high + low) / 2`` of the Box.
+        low: ``[A]`` tensor or float, or None (no lower clamp): the Box's lower bound.
+        high: ``[A]`` tensor or float, or None (no upper clamp): the Box's upper bound.
 
     Returns:
-        ``[..., A]`` action inside ``[low, high]`` (the closed interval: float
-        tanh saturates to exactly +-1 for ``|u|`` above about 9 in float32).
+        ``[..., A]`` action, dtype of ``raw_action``; inside ``[low, high]`` when both
+        are given, otherwise within rounding of ``[bias - scale, bias + scale]``.
 
     Raises:
-        ValueError: if scale or bias does not broadcast to ``raw_action``'s shape.
+        ValueError: if scale, bias, low or high does not broadcast to ``raw_action``'s shape.
     """
     check_floating(raw_action=raw_action)
     scale = _as_tensor(action_scale, raw_action)
     bias = _as_tensor(action_bias, raw_action)
     broadcast_to_last("action_scale", scale, raw_action)
     broadcast_to_last("action_bias", bias, raw_action)
-    return torch.tanh(raw_action) * scale + bias
+    action = torch.tanh(raw_action) * scale + bias
+    if low is None and high is None:
+        return action
+    lo = None if low is None else _as_tensor(low, raw_action)
+    hi = None if high is None else _as_tensor(high, raw_action)
+    for name, bound in (("low", lo), ("high", hi)):
+        if bound is not None:
+            broadcast_to_last(name, bound, raw_action)
+    return torch.clamp(action, lo, hi)
 
 
 def unsquash(

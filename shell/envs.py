@@ -15,6 +15,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from shell.actions import box_action_layout, to_env_action
 from shell.config import EnvConfig
 from shell.errors import ConfigError, TrainingError
 
@@ -65,14 +66,15 @@ def check_observation_space(space: gym.Space) -> int:
 
 
 def check_action_space(space: gym.Space) -> None:
-    """Raise ConfigError for an action space the policies cannot serve."""
+    """Raise ConfigError (one line naming the space) for an action space the policies cannot serve.
+
+    Served: Box of any shape (flattened; float or integer dtype, finite bounds, fixed
+    ``low == high`` components held at their value, see :func:`shell.actions.box_action_layout`),
+    Discrete(n >= 2, start) and MultiDiscrete(1-D nvec with an entry >= 2, start), of any
+    integer dtype.
+    """
     if isinstance(space, spaces.Box):
-        if len(space.shape) != 1:
-            raise ConfigError(f"unsupported action space {space}: Box actions must be 1-D")
-        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
-            raise ConfigError(
-                f"unsupported action space {space}: the tanh-squashed policy needs finite Box bounds"
-            )
+        box_action_layout(space)
         return
     if isinstance(space, spaces.Discrete):
         if space.n < 2:
@@ -176,8 +178,17 @@ class GymVecEnv:
         return self._encode(obs)
 
     def step(self, action: torch.Tensor) -> StepResult:
+        """Step every sub-env with the policy's ``action`` (``[N, A]`` float Box, ``[N]`` or ``[N, K]`` long).
+
+        The action is cast here, at the env boundary, to the space's shape and dtype and
+        into its bounds (:func:`shell.actions.to_env_action`).
+
+        Raises:
+            TrainingError: the env raised (one line naming it and the error).
+        """
+        env_action = to_env_action(action, self.action_space)
         try:
-            obs, reward, terminated, truncated, info = self.env.step(action.cpu().numpy())
+            obs, reward, terminated, truncated, info = self.env.step(env_action)
         except Exception as exc:  # an env that raises ends training with exit 1
             name = self.env.spec.id if self.env.spec else "env"
             raise TrainingError(f"env {name} raised {type(exc).__name__}: {exc}") from exc

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from shell.actions import to_env_action
 from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import Config, EnvConfig, config_from_saved
 from shell.envs import encode_obs, make_env
@@ -214,13 +215,20 @@ class Policy:
     """A trained policy as a plain callable: observation(s) -> action(s), deterministic.
 
     Accepts one observation (shaped as the env's observation space) or a
-    batch ``[N, ...]``; returns numpy actions in the env's units (the same
-    batch-ness as the input).
+    batch ``[N, ...]``; returns numpy actions as the env takes them: the action
+    space's shape and dtype, inside its bounds (shell.actions.to_env_action), with
+    the same batch-ness as the input.
+
+    Args:
+        agent: the ActorCritic.
+        observation_space: the env's observation space.
+        action_space: the env's action space; defaults to ``agent.action_space``.
     """
 
-    def __init__(self, agent: torch.nn.Module, observation_space: gym.Space):
+    def __init__(self, agent: torch.nn.Module, observation_space: gym.Space, action_space: gym.Space | None = None):
         self.agent = agent
         self.observation_space = observation_space
+        self.action_space = action_space if action_space is not None else agent.action_space
         self.device = next(agent.parameters()).device
 
     def __call__(self, obs: Any) -> np.ndarray:
@@ -228,8 +236,8 @@ class Policy:
         single = obs.shape == tuple(self.observation_space.shape)
         batch = obs[None] if single else obs
         with torch.inference_mode():
-            action = self.agent.act(encode_obs(batch, self.observation_space, self.device),
-                                    deterministic=True).cpu().numpy()
+            action = to_env_action(self.agent.act(encode_obs(batch, self.observation_space, self.device),
+                                                  deterministic=True), self.action_space)
         return action[0] if single else action
 
 

@@ -13,6 +13,7 @@ from torch import nn
 from torch.distributions import Categorical
 
 import core
+from shell.actions import box_action_layout
 from shell.config import PolicyConfig
 from shell.normalization import ObsNormalizer
 
@@ -84,11 +85,14 @@ class ActionSample(NamedTuple):
     """A batched action choice.
 
     Attributes:
-        action: what the env receives: ``[N, A]`` float in the Box bounds, or
-            long indices plus the space's start (``[N]`` Discrete, ``[N, K]`` MultiDiscrete).
-        raw_action: what storage keeps: the ``[N, A]`` pre-tanh Gaussian sample,
-            or the 0-based long indices.
-        log_prob: ``[N]`` log-density of the action under the policy.
+        action: what the env receives, before the env boundary's cast to the space's dtype
+            and shape (shell.actions.to_env_action): ``[N, A]`` float32 inside the Box bounds
+            (``A = prod(shape)``, fixed components at their value, integers rounded), or long
+            indices plus the space's start (``[N]`` Discrete, ``[N, K]`` MultiDiscrete).
+        raw_action: what storage keeps (dtype ``actor.raw_action_dtype``): the ``[N, F]``
+            float pre-tanh Gaussian sample of the F free Box components, or the 0-based long
+            indices.
+        log_prob: ``[N]`` log-density of the raw action under the policy.
         value: ``[N]`` critic value of the observation.
     """
 
@@ -101,15 +105,40 @@ class ActionSample(NamedTuple):
 class SquashedGaussianActor(nn.Module):
     """Tanh-squashed Gaussian policy for a Box action space with finite bounds.
 
-    ``u ~ Normal(mean(s), std)``, ``a = tanh(u) * action_scale + action_bias``.
+    ``u ~ Normal(mean(s), std)`` over the F free components, and
+    ``a = clamp(tanh(u) * action_scale + action_bias, action_low, action_high)``.
     The std is a state-independent log-std parameter (``std = "parameter"``),
     clamped to [-20, 2], or a state-dependent softplus head (``std = "state"``)
     floored at 1e-6: either way it can never underflow to 0.
+
+    How a Box is served (shell.actions.box_action_layout):
+
+    - Bounds. The clamp to the float32 bounds rounded inward keeps every action inside the
+      space's own bounds: float32 rounding of ``tanh(u) * scale + bias`` alone can step
+      outside (Box(-1, 0.2) gives 0.20000002). It moves an action by that rounding only, so
+      storage keeps ``u`` and the log-prob stays the squashed-Gaussian density of ``u``.
+    - Fixed components (``low == high``, a locked joint) are held at their value and left out
+      of the distribution: a locked joint is a legitimate space and refusing it would force
+      users to write a wrapper, while its zero scale would give an infinite log-Jacobian and
+      NaN at the first update. The Gaussian, the stored raw action, the log-prob and the
+      entropy cover the free components only; a space with no free component is refused.
+    - Integer dtypes. The action is squashed onto ``[low - 0.5, high + 0.5]``, rounded and
+      clipped to ``[low, high]``. The env action is a deterministic function of ``u``, so the
+      log-prob of ``u`` is still the right likelihood for the policy gradient (rounding is part
+      of the environment as the policy sees it); the stored raw action stays float.
+    - Shapes. A Box of shape ``shape`` is served flattened, ``A = prod(shape)``; the env
+      boundary restores the shape and casts to the space's dtype.
+
+    Raises:
+        ConfigError: at construction, for a Box it cannot serve (see box_action_layout).
     """
 
     def __init__(self, obs_size: int, action_space: spaces.Box, cfg: PolicyConfig):
         super().__init__()
-        self.action_size = int(action_space.shape[0])
+        layout = box_action_layout(action_space)
+        self.action_size = layout.num_free  # F: the Gaussian's dimension
+        self.env_action_size = layout.size  # A: the flat env action
+        self.integer = layout.integer
         self.state_std = cfg.std == "state"
         out = 2 * self.action_size if self.state_std else self.action_size
         self.net = mlp(obs_size, cfg.hidden_sizes, out, cfg.activation, out_gain=0.01)
@@ -118,40 +147,72 @@ class SquashedGaussianActor(nn.Module):
             init = float(np.log(np.expm1(np.exp(cfg.init_log_std))))
             nn.init.constant_(self.net[-1].bias[self.action_size:], init)
         else:
-            self.log_std = nn.Parameter(torch.full((self.action_size,), cfg.init_log_std))
-        low = torch.as_tensor(action_space.low, dtype=torch.float32)
-        high = torch.as_tensor(action_space.high, dtype=torch.float32)
-        self.register_buffer("action_scale", (high - low) / 2, persistent=False)
-        self.register_buffer("action_bias", (high + low) / 2, persistent=False)
+            self.log_std = nn.Parameter(torch.full((self.action_size,), float(cfg.init_log_std)))
+        for name in ("scale", "bias", "low", "high"):
+            self.register_buffer(f"action_{name}", torch.as_tensor(getattr(layout, name)), persistent=False)
+        self.all_free = layout.num_free == layout.size
+        self.register_buffer("free_index", torch.as_tensor(layout.free_index), persistent=False)
+        self.register_buffer("fixed_action", torch.as_tensor(layout.fixed_action), persistent=False)
+
+    @property
+    def raw_action_dtype(self) -> torch.dtype:
+        """The dtype storage keeps raw actions in: the network's float dtype (float32), whatever the space's."""
+        return self.net[-1].weight.dtype
+
+    @property
+    def raw_action_shape(self) -> tuple[int, ...]:
+        """The shape of one stored raw action: ``(F,)``, the free components only."""
+        return (self.action_size,)
 
     def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[N, S]`` observations -> ``(mean [N, A], std [N, A] or [A])``."""
+        """``[N, S]`` observations -> ``(mean [N, F], std [N, F] or [F])`` over the free components."""
         out = self.net(obs)
         if self.state_std:
             mean, pre_std = out.split(self.action_size, dim=-1)
             return mean, nn.functional.softplus(pre_std) + MIN_STD
         return out, self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
 
+    def env_action(self, raw_action: torch.Tensor) -> torch.Tensor:
+        """Raw actions ``[..., F]`` -> env actions ``[..., A]`` inside the Box, in ``raw_action``'s dtype.
+
+        Free components are squashed and clamped to the inward-rounded float32 bounds (rounded
+        first for an integer dtype); fixed ones take their value.
+        """
+        if self.integer:
+            action = core.squash(raw_action, self.action_scale, self.action_bias).round()
+            action = torch.clamp(action, self.action_low, self.action_high)
+        else:
+            action = core.squash(raw_action, self.action_scale, self.action_bias, self.action_low, self.action_high)
+        if self.all_free:
+            return action
+        full = self.fixed_action.to(action.dtype).expand(*action.shape[:-1], self.env_action_size).clone()
+        full[..., self.free_index] = action
+        return full
+
     def sample(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
                with_log_prob: bool = True):
-        """Return ``(action [N, A], raw_action [N, A], log_prob [N] or None)``; deterministic uses u = mean."""
+        """Return ``(action [N, A], raw_action [N, F], log_prob [N] or None)``; deterministic uses u = mean."""
         mean, std = self.distribution(obs)
         if deterministic:
             raw = mean
         else:
             raw = mean + std * torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         log_prob = core.squashed_log_prob(raw, mean, std, self.action_scale) if with_log_prob else None
-        return core.squash(raw, self.action_scale, self.action_bias), raw, log_prob
+        return self.env_action(raw), raw, log_prob
 
     def log_prob(self, obs: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
-        """``[B]`` log-density of stored raw actions ``[B, A]`` under the current policy."""
+        """``[B]`` log-density of stored raw actions ``[B, F]`` under the current policy."""
         mean, std = self.distribution(obs)
         return core.squashed_log_prob(raw_action, mean, std, self.action_scale)
 
     def evaluate(self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
-        """Return ``(log_prob [B], entropy [B])`` of stored raw actions under the current policy.
+        """Return ``(log_prob [B], entropy [B])`` of stored raw actions ``[B, F]`` under the current policy.
 
-        The entropy is core.squashed_entropy's one-sample reparameterised estimate.
+        The entropy is core.squashed_entropy's one-sample reparameterised estimate, over the
+        free components (a fixed component has no distribution).
+
+        Raises:
+            ValueError: if ``raw_action`` is not floating point or does not match ``[B, F]``.
         """
         mean, std = self.distribution(obs)
         log_prob = core.squashed_log_prob(raw_action, mean, std, self.action_scale)
@@ -181,6 +242,16 @@ class CategoricalActor(nn.Module):
             start = torch.tensor(int(action_space.start), dtype=torch.long)
         self.net = mlp(obs_size, cfg.hidden_sizes, sum(self.nvec), cfg.activation, out_gain=0.01)
         self.register_buffer("action_start", start, persistent=False)
+
+    @property
+    def raw_action_dtype(self) -> torch.dtype:
+        """The dtype storage keeps raw actions in: long indices."""
+        return torch.long
+
+    @property
+    def raw_action_shape(self) -> tuple[int, ...]:
+        """The shape of one stored raw action: ``()`` for Discrete, ``(K,)`` for MultiDiscrete."""
+        return (len(self.nvec),) if self.multi else ()
 
     def _logits(self, obs: torch.Tensor) -> list[torch.Tensor]:
         """``[N, S]`` -> one ``[N, n_k]`` logits tensor per component."""
@@ -239,7 +310,11 @@ class CategoricalActor(nn.Module):
 
 
 def make_actor(obs_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.Module:
-    """The actor for an action space (the space was checked by shell.envs.check_action_space)."""
+    """The actor for an action space (the space was checked by shell.envs.check_action_space).
+
+    Raises:
+        ConfigError: a Box the squashed Gaussian cannot serve.
+    """
     if isinstance(action_space, spaces.Box):
         return SquashedGaussianActor(obs_size, action_space, cfg)
     return CategoricalActor(obs_size, action_space, cfg)
@@ -260,18 +335,30 @@ class ActorCritic(nn.Module):
     ``get_action``, ``evaluate`` and ``value`` take observations already normalised by
     ``obs_normalizer`` (the runner normalises once and stores the result); ``act`` takes raw
     ones and normalises with the frozen statistics, for evaluation and deployment.
+
+    ``action_space`` is kept as an attribute for the env boundary's cast
+    (shell.actions.to_env_action).
+
+    Raises:
+        ConfigError: a Box action space the policy cannot serve (shell.actions.box_action_layout).
     """
 
     def __init__(self, obs_size: int, action_space: gym.Space, cfg: PolicyConfig, normalize_obs: bool = False,
                  obs_clip: float = 10.0):
         super().__init__()
+        self.action_space = action_space
         self.obs_normalizer = ObsNormalizer(obs_size, normalize_obs, obs_clip)
         self.actor = make_actor(obs_size, action_space, cfg)
         self.critic = mlp(obs_size, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
 
     def act(self, raw_obs: torch.Tensor, deterministic: bool = True,
             generator: torch.Generator | None = None) -> torch.Tensor:
-        """The env action for raw observations, normalised with the saved statistics (never updated here)."""
+        """The env action for raw observations ``[N, S]``, normalised with the saved statistics (never updated here).
+
+        Returns ``[N, A]`` float32 inside the Box (fixed components at their value, integers
+        rounded), or ``[N]`` / ``[N, K]`` long indices plus the start; shell.actions.to_env_action
+        casts it to the space's shape and dtype.
+        """
         action, _, _ = self.actor.sample(self.obs_normalizer.normalize(raw_obs), deterministic, generator,
                                          with_log_prob=False)
         return action
@@ -283,8 +370,8 @@ class ActorCritic(nn.Module):
     def get_action(
         self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
     ) -> ActionSample:
-        """Act on a batch: obs ``[N, S]`` -> action/raw_action (``[N, A]`` Box, ``[N]`` Discrete,
-        ``[N, K]`` MultiDiscrete), log_prob/value ``[N]``."""
+        """Act on a batch: obs ``[N, S]`` -> action (``[N, A]`` Box, ``[N]`` Discrete, ``[N, K]``
+        MultiDiscrete), raw_action (``[N, F]`` Box, as action otherwise), log_prob/value ``[N]``."""
         action, raw, log_prob = self.actor.sample(obs, deterministic, generator)
         return ActionSample(action, raw, log_prob, self.value(obs))
 
@@ -305,6 +392,9 @@ class ActorCritic(nn.Module):
     def evaluate(
         self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Minibatch ``[B, S]``, ``[B, A]`` -> ``(log_prob [B], entropy [B], value [B])``."""
+        """Minibatch ``[B, S]``, stored raw actions -> ``(log_prob [B], entropy [B], value [B])``.
+
+        Raw actions are ``[B, F]`` float (the free Box components), ``[B]`` or ``[B, K]`` long.
+        """
         log_prob, entropy = self.actor.evaluate(obs, raw_action, generator)
         return log_prob, entropy, self.value(obs)

@@ -122,10 +122,9 @@ class Trainer:
                          else default_ent_coef(self.env.action_space))
         self.dist.broadcast_parameters(self.agent)
         self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator, self.dist)
-        space = self.env.action_space
-        action_dtype = torch.float32 if space.dtype.kind == "f" else torch.long
+        actor = self.agent.actor  # raw actions follow the policy (float u, long indices), not the space's dtype
         self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.env.obs_size,
-                                      tuple(space.shape), action_dtype, self.device)
+                                      actor.raw_action_shape, actor.raw_action_dtype, self.device)
         self.update = 0
         self.env_steps = 0
         self.train_seconds = 0.0

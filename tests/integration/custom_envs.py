@@ -68,3 +68,61 @@ class NeverEndingEnv(gym.Env):
 
 gym.register("NeverEnding-v0", entry_point=NeverEndingEnv)
 gym.register("SlowClose-v0", entry_point=NeverEndingEnv, kwargs={"close_seconds": 60.0}, max_episode_steps=20)
+
+class StrictActionEnv(gym.Env):
+    """Refuses (raises) any action outside its action space or not in the space's dtype, as a strict user env does.
+
+    ``space`` builds the action space from plain arguments: ``("box", low, high, shape, dtype)``,
+    ``("discrete", n, start, dtype)`` or ``("multidiscrete", nvec, start, dtype)``. The reward
+    pulls a Box action towards the middle of its bounds.
+    """
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+    def __init__(self, space: tuple):
+        kind, *args = space
+        if kind == "box":
+            low, high, shape, dtype = args
+            self.action_space = gym.spaces.Box(np.asarray(low, dtype) if shape is None else low,
+                                               np.asarray(high, dtype) if shape is None else high, shape, dtype)
+        elif kind == "discrete":
+            n, start, dtype = args
+            self.action_space = gym.spaces.Discrete(n, start=start, dtype=dtype)
+        else:
+            nvec, start, dtype = args
+            self.action_space = gym.spaces.MultiDiscrete(nvec, dtype=dtype, start=start)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), {}
+
+    def step(self, action):
+        space = self.action_space
+        dtype = np.asarray(action).dtype
+        if not (space.contains(action) and dtype == space.dtype):
+            raise ValueError(f"action {action!r} of dtype {dtype} is not in {space}")
+        reward = 0.0
+        if isinstance(space, gym.spaces.Box):
+            low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+            reward = -float(np.mean(np.square((action - (low + high) / 2) / (high - low + 1))))
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), reward, False, False, {}
+
+
+STRICT_SPACES = {
+    # float32 rounding of tanh(u) * scale + bias: 0.20000002 > 0.2
+    "TightBox-v0": ("box", -1.0, 0.2, (2,), np.float32),
+    # lopsided bounds: (-1000, 0.2) gives 0.2000122, (-10, 0.001) 0.0010004, (-0.1, 1) -0.10000002
+    "LopsidedBox-v0": ("box", [-1000.0, -10.0, -0.1], [0.2, 0.001, 1.0], None, np.float32),
+    # float64 bounds: float32(0.2) is above float64 0.2; float32 actions are the wrong dtype
+    "Float64Box-v0": ("box", [-1.0, 0.0, -0.3], [0.2, 1.0, 0.2], None, np.float64),
+    "IntBox-v0": ("box", 0, 10, (2,), np.int64),
+    # a locked joint whose value float32 cannot hold
+    "LockedJointBox-v0": ("box", [-1.0, 0.2, -2.0], [1.0, 0.2, 2.0], None, np.float64),
+    "AllLockedBox-v0": ("box", 0.5, 0.5, (2,), np.float32),
+    "MatrixBox-v0": ("box", -1.0, 0.2, (2, 3), np.float32),
+    "BoolBox-v0": ("box", 0, 1, (2,), np.bool_),
+    "Discrete32-v0": ("discrete", 3, -1, np.int32),
+    "MultiDiscrete32-v0": ("multidiscrete", [3, 4], [-1, 2], np.int32),
+}
+for _name, _space in STRICT_SPACES.items():
+    gym.register(_name, entry_point=StrictActionEnv, kwargs={"space": _space}, max_episode_steps=50)

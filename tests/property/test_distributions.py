@@ -139,6 +139,41 @@ def test_squash_matches_reference_and_stays_in_bounds(case) -> None:
     assert (action >= bias - scale_t).all()
 
 
+@given(case=squashed_cases(u_bound=30.0), width=arrays(4, 5.0, min_value=0.0))
+@example(  # Box(-1, 0.2) in float32: tanh(30) * 0.6 - 0.4 = 0.20000002 without the clamp
+    case={
+        "u": np.full((1,), 30.0, np.float32),
+        "mean": np.zeros(1, np.float32),
+        "std": np.ones(1, np.float32),
+        "scale": 0.6,
+        "scale_arg": 0.6,
+        "bias": np.full((1,), -0.4, np.float32),
+        "dtype": torch.float32,
+        "shape": (1,),
+    },
+    width=np.ones(4, np.float32),
+)
+def test_squash_with_bounds_stays_inside_them(case, width) -> None:
+    """With ``low``/``high`` the action is clamped into them, and moved only where it was outside."""
+    dtype = case["dtype"]
+    num_actions = case["shape"][-1]
+    u = as_tensor(case["u"], dtype)
+    scale, bias = np.broadcast_to(case["scale"], (num_actions,)), case["bias"]
+    # the Box's own bounds in the working dtype, and some narrower ones
+    low = as_tensor(bias - scale * (1.0 - width[:num_actions] / 10.0), dtype)
+    high = as_tensor(bias + scale, dtype)
+    bias_t = as_tensor(bias, dtype)
+    free = core.squash(u, case["scale_arg"], bias_t)
+    action = call_pure(core.squash, u, case["scale_arg"], bias_t, low, high)
+    assert_meta(action, u, u.shape)
+    assert (action >= low).all() and (action <= high).all()
+    inside = (free >= low) & (free <= high)
+    assert torch.equal(action[inside], free[inside])
+    # one-sided
+    assert (call_pure(core.squash, u, case["scale_arg"], bias_t, None, high) <= high).all()
+    assert (call_pure(core.squash, u, case["scale_arg"], bias_t, low) >= low).all()
+
+
 @given(case=squashed_cases(), where=st.lists(finite_floats(3.0), min_size=1, max_size=16))
 @example(
     case={
