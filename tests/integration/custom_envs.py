@@ -69,6 +69,7 @@ class NeverEndingEnv(gym.Env):
 gym.register("NeverEnding-v0", entry_point=NeverEndingEnv)
 gym.register("SlowClose-v0", entry_point=NeverEndingEnv, kwargs={"close_seconds": 60.0}, max_episode_steps=20)
 
+
 class StrictActionEnv(gym.Env):
     """Refuses (raises) any action outside its action space or not in the space's dtype, as a strict user env does.
 
