@@ -48,8 +48,13 @@ def _one_of(*choices: str):
 
 
 def _positive_ints(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not value or any(v <= 0 for v in value):
-        raise ConfigError(f"{_key(attribute)} = {value!r}: needs a non-empty list of positive ints")
+    if value is None or any(v <= 0 for v in value):
+        raise ConfigError(f"{_key(attribute)} = {value!r}: needs a list of positive ints")
+
+
+def _names(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and (not value or len(set(value)) != len(value)):
+        raise ConfigError(f"{_key(attribute)} = {value!r}: needs a non-empty list of distinct keys")
 
 
 def _key(attribute: attrs.Attribute) -> str:
@@ -82,6 +87,16 @@ class EnvConfig:
     vectorization_mode: str = _field("sync", "Gymnasium vector env: 'sync' or 'async'.", _one_of("sync", "async"))
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs) or 'torch' (batched tensor envs).",
                           _one_of("gymnasium", "torch"))
+    kwargs: dict[str, Any] = _field(attrs.Factory(dict), "Keyword arguments for gymnasium.make of each sub-env "
+                                    "(a TOML table, e.g. { continuous = true }).")
+    obs_keys: list[str] | None = _field(None, "Dict observations: the keys to keep (FilterObservation); absent = all.",
+                                        _names)
+    atari: bool = _field(False, "The standard Atari chain: 30 no-op starts, frame skip 4 with max-pooling, 84x84 "
+                                "grey, a frame stack (needs env.kwargs.frameskip = 1).")
+    frame_stack: int = _field(4, "Frames stacked by the Atari chain.", _range(1))
+    terminal_on_life_loss: bool = _field(False, "Atari: a lost life ends the episode for training only (the game "
+                                                "goes on; returns are reported per game).")
+    sign_reward: bool = _field(False, "Train on sign(reward) (Atari); episode statistics and eval keep the score.")
     max_episode_steps: int | None = _field(None, "Override the env's time limit (absent = registered one).", _range(1))
     normalize_obs: bool = _field(False, "Normalise observations with running mean/variance (saved in checkpoints).")
     obs_clip: float = _field(10.0, "Clip normalised observations to +-this.", _range(0.0, lo_open=True))
@@ -93,12 +108,24 @@ class EnvConfig:
 class PolicyConfig:
     """Actor and critic networks."""
 
-    hidden_sizes: list[int] = _field([64, 64], "Hidden layer widths of the actor and of the critic.", _positive_ints)
+    hidden_sizes: list[int] = _field([64, 64], "Hidden layer widths of the actor and critic heads ([] = linear).",
+                                     _positive_ints)
     activation: str = _field("tanh", "Hidden activation: 'tanh', 'relu', 'elu' or 'silu'.",
                              _one_of("tanh", "relu", "elu", "silu"))
     std: str = _field("parameter", "'parameter' (state-independent log-std) or 'state' (softplus head).",
                       _one_of("parameter", "state"))
     init_log_std: float = _field(0.0, "Initial log-std of the Gaussian (continuous actions).", _range(-20.0, 2.0))
+    share_encoder: bool | None = _field(None, "Actor and critic share one encoder (absent = shared when the "
+                                              "observation has an image, separate otherwise).")
+    cnn: str = _field("auto", "Image encoder: 'nature' (Mnih et al. 2015), 'small' (small grids) or 'auto' "
+                              "(nature from 36x36 up).", _one_of("auto", "nature", "small"))
+    image_channels_first: bool | None = _field(None, "Image layout [C, H, W] (absent = detected: channels last when "
+                                                     "the last axis is <= 4 and the first is not).")
+    image_encoding: str = _field("pixels", "'pixels' (scaled by image_scale) or 'onehot' (integer codes per "
+                                           "channel, e.g. MiniGrid's symbolic grid).", _one_of("pixels", "onehot"))
+    image_scale: float | None = _field(None, "Pixels are multiplied by this (absent = 1/255 for uint8, 1 for float).",
+                                       _range(0.0, lo_open=True))
+    image_codes: int = _field(16, "image_encoding = 'onehot': codes 0..image_codes-1 per channel.", _range(2))
 
 
 @_section("ppo")
@@ -183,6 +210,10 @@ def _check_type(key: str, value: Any, annotation: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         return _check_type(key, value, args[0])
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} = {value!r} has the wrong type; expected a table, e.g. {{ name = 1 }}")
+        return dict(value)
     if origin is list:
         (item,) = typing.get_args(annotation)
         if not isinstance(value, list):
@@ -273,27 +304,34 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: it is not UTF-8 text") from None
 
 
-def parse_override(text: str) -> tuple[str, str, Any]:
-    """Split ``section.key=value``; the value is parsed as TOML, else kept as a string.
+def parse_override(text: str) -> tuple[str, str, str | None, Any]:
+    """Split ``section.key=value`` into ``(section, key, None, value)``; the value is parsed as TOML,
+    else kept as a string.
+
+    A table key takes one more level: ``env.kwargs.continuous=true`` gives
+    ``("env", "kwargs", "continuous", True)``, merged into the table by :func:`load_config`.
 
     Raises:
-        ConfigError: if the text is not of the form ``section.key=value`` or names
-            an unknown section or key.
+        ConfigError: if the text is not of the form ``section.key=value`` (or
+            ``section.table.name=value``) or names an unknown section or key.
     """
     path, sep, raw = text.partition("=")
     section, dot, key = path.strip().partition(".")
-    if not sep or not dot or not section or not key or "." in key:
+    key, _, sub = key.partition(".")
+    if not sep or not dot or not section or not key or "." in sub or (_ and not sub):
         raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. --set ppo.gamma=0.99")
     if section not in SECTIONS:
         raise ConfigError(f"--set {text!r}: unknown section {section!r}{_closest(section, list(SECTIONS))}")
     fields = attrs.fields_dict(SECTIONS[section])
     if key not in fields:
         raise ConfigError(f"--set {text!r}: unknown key {section}.{key}{_closest(key, list(fields))}")
+    if sub and typing.get_origin(typing.get_type_hints(SECTIONS[section])[key]) is not dict:
+        raise ConfigError(f"--set {text!r}: {section}.{key} is not a table; expected section.key=value")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
-    return section, key, value
+    return section, key, sub or None, value
 
 
 def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) -> Config:
@@ -313,8 +351,12 @@ def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) ->
         data = read_toml(resolve_config_path(name))
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for text in overrides:
-        section, key, value = parse_override(text)
-        data.setdefault(section, {})[key] = value
+        section, key, name, value = parse_override(text)
+        table = data.setdefault(section, {})
+        if name is None:
+            table[key] = value
+        else:  # --set env.kwargs.name=... adds to (or replaces in) the file's table
+            table[key] = {**(table[key] if isinstance(table.get(key), dict) else {}), name: value}
     for key, value in explicit.items():
         if value is not None:
             data.setdefault("run", {})[key] = value
@@ -341,4 +383,10 @@ def _toml_value(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
     return repr(value)
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else _toml_value(key)

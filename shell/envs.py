@@ -6,7 +6,9 @@ at the gymnasium boundary (one conversion per step).
 
 from __future__ import annotations
 
+import importlib
 import signal
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -18,20 +20,23 @@ from gymnasium.vector import AutoresetMode
 from shell.actions import box_action_layout, to_env_action
 from shell.config import EnvConfig
 from shell.errors import ConfigError, TrainingError
+from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
 
-EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video"}
+EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video", "ale_py": "atari", "minigrid": "minigrid",
+          "cv2": "atari", "opencv": "atari"}
 
 
 class StepResult(NamedTuple):
     """One vector step, all tensors on the device.
 
     Attributes:
-        obs: ``[N, S]`` float32, the observation to act on next (the reset
-            observation for sub-envs whose episode just ended).
+        obs: the observation to act on next (the reset observation for sub-envs whose
+            episode just ended): ``[N, S]`` float32 for flat spaces, ``[N, ...]`` images in
+            their own dtype, or a dict of those (shell/observations.py).
         reward: ``[N]`` float32.
-        terminated: ``[N]`` bool.
+        terminated: ``[N]`` bool (for training: with ``env.terminal_on_life_loss`` also a lost life).
         truncated: ``[N]`` bool (time limit, not termination).
-        final_obs: ``[N, S]`` float32, the true last observation where an episode
+        final_obs: like ``obs``, the true last observation where an episode
             ended this step and ``obs`` elsewhere; ``None`` when the env knows that
             no episode was truncated without terminating (the gymnasium backend),
             as then no bootstrap needs it.
@@ -41,28 +46,14 @@ class StepResult(NamedTuple):
         episode_length: ``[N]`` long, its length (where ``episode_done``).
     """
 
-    obs: torch.Tensor
+    obs: Obs
     reward: torch.Tensor
     terminated: torch.Tensor
     truncated: torch.Tensor
-    final_obs: torch.Tensor | None
+    final_obs: Obs | None
     episode_done: torch.Tensor | None
     episode_return: torch.Tensor | None
     episode_length: torch.Tensor | None
-
-
-def check_observation_space(space: gym.Space) -> int:
-    """Return the flat observation size, or raise ConfigError naming the space.
-
-    Supported: Box of any shape (flattened) and Discrete(n) (one-hot).
-    """
-    if isinstance(space, spaces.Box):
-        return int(np.prod(space.shape, dtype=np.int64))
-    if isinstance(space, spaces.Discrete):
-        return int(space.n)
-    raise ConfigError(
-        f"unsupported observation space {type(space).__name__}: {space}; supported: Box (any shape) and Discrete"
-    )
 
 
 def check_action_space(space: gym.Space) -> None:
@@ -104,11 +95,63 @@ def _signal_free_worker(*args: Any) -> None:
     _async_worker(*args)
 
 
+# Packages whose import registers env ids, and the extra that installs each.
+ENV_PACKAGES = {"ALE/": ("ale_py", "atari"), "MiniGrid-": ("minigrid", "minigrid"), "BabyAI-": ("minigrid", "minigrid")}
+
+
+def _import_env_package(env_id: str) -> None:
+    """Import (and register) the package that provides ``env_id``'s namespace, or name its extra."""
+    for prefix, (module, extra) in ENV_PACKAGES.items():
+        if env_id.startswith(prefix):
+            try:
+                package = importlib.import_module(module)
+            except ImportError:
+                raise ConfigError(f"env {env_id!r} needs the {module} package; run: "
+                                  f'pip install -e ".[{extra}]"') from None
+            if module == "ale_py":
+                gym.register_envs(package)
+
+
+def atari_wrappers(cfg: EnvConfig) -> list[Callable[[gym.Env], gym.Env]]:
+    """The standard Atari chain (Machado et al. 2018; Mnih et al. 2015), from gymnasium's own wrappers.
+
+    ``AtariPreprocessing``: up to 30 no-op starts, frame skip 4 with max-pooling of the last two
+    frames, 84x84 greyscale; then ``FrameStackObservation`` of ``env.frame_stack`` frames, giving
+    uint8 ``[frame_stack, 84, 84]``. A lost life is not a termination here: with
+    ``env.terminal_on_life_loss`` the env layer ends the episode for training only and the game
+    goes on (:class:`GymVecEnv`). The reward is the game score (``env.sign_reward`` clips it for
+    training only, in the runner).
+    """
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    return [
+        lambda env: AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
+                                       grayscale_obs=True, scale_obs=False),
+        lambda env: FrameStackObservation(env, cfg.frame_stack),
+    ]
+
+
+def sub_env_wrappers(cfg: EnvConfig) -> list[Callable[[gym.Env], gym.Env]]:
+    """What wraps each sub-env before vectorising: ``FilterObservation`` of ``env.obs_keys``, then
+    the Atari chain when ``env.atari``."""
+    wrappers: list[Callable[[gym.Env], gym.Env]] = []
+    if cfg.obs_keys is not None:
+        keys = list(cfg.obs_keys)
+        wrappers.append(lambda env: gym.wrappers.FilterObservation(env, keys))
+    if cfg.atari:
+        wrappers += atari_wrappers(cfg)
+    return wrappers
+
+
 def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
               wrappers: list | None = None) -> gym.vector.VectorEnv:
-    kwargs: dict[str, Any] = {}
-    if wrappers:
-        kwargs["wrappers"] = wrappers
+    _import_env_package(cfg.id)
+    kwargs: dict[str, Any] = dict(cfg.kwargs)
+    if cfg.atari:
+        kwargs.setdefault("frameskip", 1)  # AtariPreprocessing does the skipping
+    all_wrappers = sub_env_wrappers(cfg) + list(wrappers or [])
+    if all_wrappers:
+        kwargs["wrappers"] = all_wrappers
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     if render_mode is not None:
@@ -128,21 +171,10 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
         extra = next((e for k, e in EXTRAS.items() if k in str(exc).lower()), None)
         hint = f'pip install -e ".[{extra}]"' if extra else "install the package it names"
         raise ConfigError(f"env {cfg.id!r} needs a missing optional dependency; run: {hint}") from None
-    except (gym.error.Error, ModuleNotFoundError, AttributeError, ValueError) as exc:
+    except (gym.error.Error, ModuleNotFoundError, AttributeError, ValueError, TypeError, KeyError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"cannot make env {cfg.id!r}: {msg}") from None
-
-
-def encode_obs(obs: np.ndarray, space: gym.Space, device: torch.device) -> torch.Tensor:
-    """A batch of raw observations ``[N, ...]`` -> ``[N, S]`` float32 on ``device``.
-
-    Box observations are flattened; Discrete(n, start) ones are one-hot encoded.
-    """
-    if isinstance(space, spaces.Discrete):
-        index = torch.as_tensor(np.asarray(obs, dtype=np.int64) - int(space.start))
-        return torch.nn.functional.one_hot(index, int(space.n)).to(device, torch.float32)
-    flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
-    return torch.as_tensor(flat, device=device)
+        where = f" (env.kwargs = {dict(cfg.kwargs)!r})" if cfg.kwargs and isinstance(exc, TypeError) else ""
+        raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
 
 
 class GymVecEnv:
@@ -156,6 +188,8 @@ class GymVecEnv:
     def __init__(self, cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
                  wrappers: list | None = None):
         self.env = gym.wrappers.vector.RecordEpisodeStatistics(_make_vec(cfg, num_envs, render_mode, wrappers))
+        self.life_loss = cfg.terminal_on_life_loss
+        self.lives: np.ndarray | None = None
         self.num_envs = num_envs
         self.device = device
         spec = self.env.spec
@@ -164,18 +198,26 @@ class GymVecEnv:
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         try:
-            self.obs_size = check_observation_space(self.observation_space)
+            self.layout = obs_layout(self.observation_space, cfg.obs_keys)
             check_action_space(self.action_space)
         except ConfigError:
             self.env.close()
             raise
 
-    def _encode(self, obs: np.ndarray) -> torch.Tensor:
-        return encode_obs(obs, self.observation_space, self.device)
+    def _encode(self, obs: Any) -> Obs:
+        return to_tensor(obs, self.layout, self.device)
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        obs, _ = self.env.reset(seed=seed)
+    def reset(self, seed: int | None = None) -> Obs:
+        obs, info = self.env.reset(seed=seed)
+        if self.life_loss:
+            self.lives = self._lives(info)
         return self._encode(obs)
+
+    def _lives(self, info: dict) -> np.ndarray:
+        if "lives" not in info:
+            name = self.env.spec.id if self.env.spec else "env"
+            raise TrainingError(f"env.terminal_on_life_loss needs info['lives'] (ALE envs), which {name} does not give")
+        return np.asarray(info["lives"]).copy()
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Step every sub-env with the policy's ``action`` (``[N, A]`` float Box, ``[N]`` or ``[N, K]`` long).
@@ -195,14 +237,17 @@ class GymVecEnv:
         final_obs = done = ep_return = ep_length = None
         # The final observation only matters for a truncation's bootstrap: skip it when nothing was truncated.
         if "_final_obs" in info and np.any(truncated & ~terminated):
-            mask = info["_final_obs"]
-            final = np.array(obs, copy=True)
-            final[mask] = np.stack(info["final_obs"][mask])
-            final_obs = self._encode(final)
+            final_obs = self._encode(stack_final_obs(obs, info["final_obs"], info["_final_obs"], self.layout))
         if "_episode" in info:
             done = torch.as_tensor(info["_episode"], device=self.device)
             ep_return = torch.as_tensor(np.asarray(info["episode"]["r"], dtype=np.float32), device=self.device)
             ep_length = torch.as_tensor(np.asarray(info["episode"]["l"], dtype=np.int64), device=self.device)
+        if self.life_loss:
+            # A lost life ends the episode for training only: the game goes on (no reset), and the
+            # episode statistics above still count whole games.
+            lives = self._lives(info)
+            terminated = terminated | ((lives < self.lives) & ~(terminated | truncated))
+            self.lives = lives
         return StepResult(
             obs=self._encode(obs),
             reward=torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device),

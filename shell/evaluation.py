@@ -17,8 +17,9 @@ import torch
 from shell.actions import to_env_action
 from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import Config, EnvConfig, config_from_saved
-from shell.envs import encode_obs, make_env
+from shell.envs import make_env
 from shell.errors import ConfigError
+from shell.observations import obs_layout, to_tensor
 from shell.stop import StopRequest
 
 EVAL_SEED_OFFSET = 1_000_000
@@ -72,8 +73,9 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     """
     if episodes <= 0:
         return EvalResult([], 0, 0)
-    if env_cfg.backend != "gymnasium":
-        env_cfg = attrs.evolve(env_cfg, backend="gymnasium")
+    # Runs of another backend are evaluated on gymnasium's env of the same id; a lost life does
+    # not end an evaluation episode (returns are whole games).
+    env_cfg = attrs.evolve(env_cfg, backend="gymnasium", terminal_on_life_loss=False)
     env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers)
     cap = eval_episode_cap(env_cfg, max_episode_steps, env.max_episode_steps)
     returns: list[float | None] = [None] * episodes
@@ -114,11 +116,11 @@ def build_agent(config: Config, device: torch.device) -> tuple[torch.nn.Module, 
 
     A one-env vector env is made to read the spaces.
     """
-    from shell.networks import ActorCritic
+    from shell.policies import ActorCritic
 
     env = make_env(config.env, device, num_envs=1)
     try:
-        agent = ActorCritic(env.obs_size, env.action_space, config.policy, config.env.normalize_obs,
+        agent = ActorCritic(env.observation_space, env.action_space, config.policy, config.env.normalize_obs,
                             config.env.obs_clip).to(device)
         return agent, env.observation_space
     finally:
@@ -214,7 +216,8 @@ def eval_fields(outcome: EvalResult) -> dict[str, Any]:
 class Policy:
     """A trained policy as a plain callable: observation(s) -> action(s), deterministic.
 
-    Accepts one observation (shaped as the env's observation space) or a
+    Accepts one observation (shaped as the env's observation space, after the config's
+    ``env.obs_keys`` filter and Atari chain; a dict for Dict spaces, extra keys ignored) or a
     batch ``[N, ...]``; returns numpy actions as the env takes them: the action
     space's shape and dtype, inside its bounds (shell.actions.to_env_action), with
     the same batch-ness as the input.
@@ -230,14 +233,20 @@ class Policy:
         self.observation_space = observation_space
         self.action_space = action_space if action_space is not None else agent.action_space
         self.device = next(agent.parameters()).device
+        self.layout = obs_layout(observation_space)
 
     def __call__(self, obs: Any) -> np.ndarray:
-        obs = np.asarray(obs)
-        single = obs.shape == tuple(self.observation_space.shape)
-        batch = obs[None] if single else obs
+        if self.layout.is_dict:
+            obs = {key: np.asarray(obs[key]) for key in self.layout.parts}
+            single = all(obs[key].shape == tuple(p.space.shape) for key, p in self.layout.parts.items())
+            batch = {key: value[None] for key, value in obs.items()} if single else obs
+        else:
+            obs = np.asarray(obs)
+            single = obs.shape == tuple(self.observation_space.shape)
+            batch = obs[None] if single else obs
         with torch.inference_mode():
-            action = to_env_action(self.agent.act(encode_obs(batch, self.observation_space, self.device),
-                                                  deterministic=True), self.action_space)
+            action = to_env_action(self.agent.act(to_tensor(batch, self.layout, self.device), deterministic=True),
+                                   self.action_space)
         return action[0] if single else action
 
 

@@ -18,6 +18,7 @@ from torch import nn
 
 import core
 from shell.distributed import Dist
+from shell.observations import Obs, ObsLayout
 
 STAT_DTYPE = torch.float64
 
@@ -60,28 +61,55 @@ class RunningMoments(nn.Module):
 
 
 class ObsNormalizer(nn.Module):
-    """``clip((obs - mean) / sqrt(var + eps), -clip, clip)`` with running statistics.
+    """``clip((obs - mean) / sqrt(var + eps), -clip, clip)`` with running statistics, on vector features only.
 
-    Disabled, it is the identity and holds no statistics.
+    A plain flat observation ``[N, S]`` is normalised as a whole; of a Dict observation, each
+    ``flat`` part (shell/observations.py) has its own statistics. Images and one-hot parts pass
+    through unchanged. Disabled, it is the identity and holds no statistics.
     """
 
-    def __init__(self, obs_size: int, enabled: bool, clip: float = 10.0):
+    def __init__(self, layout: ObsLayout | int, enabled: bool, clip: float = 10.0):
         super().__init__()
         self.clip = clip
-        self.moments = RunningMoments((obs_size,)) if enabled else None
+        self.moments: RunningMoments | None = None
+        self.key_moments: nn.ModuleDict | None = None
+        if not enabled:
+            return
+        if isinstance(layout, int):  # a flat observation of that size
+            self.moments = RunningMoments((layout,))
+            return
+        flat = {key: part for key, part in layout.parts.items() if part.kind == "flat"}
+        if None in flat:
+            self.moments = RunningMoments(flat[None].shape)
+        elif flat:
+            self.key_moments = nn.ModuleDict({key: RunningMoments(part.shape) for key, part in flat.items()})
 
-    def normalize(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
-        """Normalise ``[N, S]`` observations; with ``update`` first add them to the pending statistics."""
-        if self.moments is None:
-            return obs
+    def _normalize(self, obs: torch.Tensor, moments: RunningMoments, update: bool) -> torch.Tensor:
         if update:
-            self.moments.observe(obs)
-        mean, var, _ = self.moments.current()
+            moments.observe(obs)
+        mean, var, _ = moments.current()
         return core.normalize_obs(obs, mean.to(obs.dtype), var.to(obs.dtype), self.clip)
 
-    def commit(self, dist: Dist) -> None:
+    def normalize(self, obs: Obs, update: bool = False) -> Obs:
+        """Normalise an observation (``[N, S]``, or a dict of parts); with ``update`` first add it to
+        the pending statistics."""
         if self.moments is not None:
-            self.moments.commit(dist)
+            return self._normalize(obs, self.moments, update)
+        if self.key_moments is None:
+            return obs
+        out = dict(obs)
+        for key, moments in self.key_moments.items():
+            out[key] = self._normalize(obs[key], moments, update)
+        return out
+
+    def commit(self, dist: Dist) -> None:
+        for moments in self._all():
+            moments.commit(dist)
+
+    def _all(self) -> list[RunningMoments]:
+        if self.moments is not None:
+            return [self.moments]
+        return list(self.key_moments.values()) if self.key_moments is not None else []
 
 
 class RewardScaler(nn.Module):

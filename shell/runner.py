@@ -28,13 +28,16 @@ from shell.errors import ConfigError, TrainingError
 from shell.evaluation import EvalResult, eval_fields, evaluate
 from shell.faults import kill_point
 from shell.logs import CSV_FIELDS, RunLogs
-from shell.networks import ActorCritic, default_ent_coef
 from shell.normalization import RewardScaler
+from shell.observations import map_obs
+from shell.policies import ActorCritic, default_ent_coef
 from shell.ppo import PPO
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.storage import RolloutStorage
 
 __all__ = ["CSV_FIELDS", "Trainer", "resume", "train"]
+
+LOG_PROB_CHUNK = 2048  # images and dicts: the rollout's batched log-prob pass in pieces, to bound memory
 
 
 def resolve_device(name: str, dist: Dist | None = None) -> torch.device:
@@ -114,17 +117,18 @@ class Trainer:
         self.num_updates = -(-config.run.total_timesteps // (config.batch_size * self.dist.world_size))
 
         self.env = make_env(config.env, self.device)
-        self.agent = ActorCritic(self.env.obs_size, self.env.action_space, config.policy, config.env.normalize_obs,
-                                 config.env.obs_clip).to(self.device)
+        self.agent = ActorCritic(self.env.observation_space, self.env.action_space, config.policy,
+                                 config.env.normalize_obs, config.env.obs_clip).to(self.device)
         self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
                                           config.env.reward_clip).to(self.device)
         self.ent_coef = (config.ppo.ent_coef if config.ppo.ent_coef is not None
                          else default_ent_coef(self.env.action_space))
         self.dist.broadcast_parameters(self.agent)
         self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator, self.dist)
-        actor = self.agent.actor  # raw actions follow the policy (float u, long indices), not the space's dtype
-        self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.env.obs_size,
-                                      actor.raw_action_shape, actor.raw_action_dtype, self.device)
+        # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
+        self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.agent.layout,
+                                      self.agent.actor.raw_action_shape, self.agent.actor.raw_action_dtype,
+                                      self.device)
         self.update = 0
         self.env_steps = 0
         self.train_seconds = 0.0
@@ -212,6 +216,7 @@ class Trainer:
         storage.reset()
         normalize = agent.obs_normalizer.normalize
         halfway = storage.num_steps // 2
+        sign_reward = self.config.env.sign_reward
         with torch.inference_mode():
             for t in range(storage.num_steps):
                 if t == halfway:
@@ -222,7 +227,8 @@ class Trainer:
                 action, raw_action = agent.sample_action(norm_obs, self.generator)
                 step = self.env.step(action)
                 done = step.terminated | step.truncated
-                reward = self.reward_scaler.scale(step.reward, done) * self.config.ppo.reward_scale
+                reward = step.reward.sign() if sign_reward else step.reward  # statistics keep the score
+                reward = self.reward_scaler.scale(reward, done) * self.config.ppo.reward_scale
                 if step.final_obs is not None:
                     # Time-limit truncation bootstraps from V(final_obs) (DESIGN.md, "Truncation"),
                     # the final observation normalised with the same statistics.
@@ -234,9 +240,13 @@ class Trainer:
                     episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
                                              torch.where(ended, step.episode_length, 0).sum())).to(episodes.dtype)
                 obs = step.obs
-            # log pi_old and V(s_t) of the whole rollout in one batched pass (same parameters as at each step)
-            storage.set_log_probs_and_values(*agent.log_prob_and_value(storage.obs.flatten(0, 1),
-                                                                       storage.raw_actions.flatten(0, 1)))
+            # log pi_old and V(s_t) of the whole rollout in batched passes (same parameters as at each step)
+            b_obs = map_obs(lambda x: x.flatten(0, 1), storage.obs)
+            b_raw = storage.raw_actions.flatten(0, 1)
+            chunk = LOG_PROB_CHUNK if isinstance(b_obs, dict) or b_obs.dim() > 2 else len(b_raw)
+            parts = [agent.log_prob_and_value(map_obs(lambda x, i=i: x[i:i + chunk], b_obs), b_raw[i:i + chunk])
+                     for i in range(0, len(b_raw), chunk)]
+            storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
             storage.compute_advantages(agent.value(normalize(obs)), gamma, self.config.ppo.gae_lambda)
         agent.obs_normalizer.commit(self.dist)
         self.reward_scaler.commit(self.dist)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import torch
 
 import core
+from shell.observations import Obs, ObsLayout, map_obs
 
 
 class RolloutStorage:
@@ -17,11 +18,16 @@ class RolloutStorage:
     ``rewards`` (with any truncation bootstrap already folded in) and ``dones``.
     """
 
-    def __init__(self, num_steps: int, num_envs: int, obs_size: int, action_shape: tuple[int, ...],
+    def __init__(self, num_steps: int, num_envs: int, layout: ObsLayout | int, action_shape: tuple[int, ...],
                  action_dtype: torch.dtype, device: torch.device):
         T, N = num_steps, num_envs
         self.num_steps, self.num_envs = T, N
-        self.obs = torch.zeros((T, N, obs_size), device=device)
+        if isinstance(layout, int):  # a flat observation of that size
+            self.obs: Obs = torch.zeros((T, N, layout), device=device)
+        else:  # each part in its own dtype: uint8 images stay uint8, [T, N, C, H, W] or [T, N, H, W, C]
+            parts = {key: torch.zeros((T, N, *p.shape), dtype=p.dtype, device=device)
+                     for key, p in layout.parts.items()}
+            self.obs = parts[None] if None in parts else parts
         self.raw_actions = torch.zeros((T, N, *action_shape), dtype=action_dtype, device=device)
         self.log_probs = torch.zeros((T, N), device=device)
         self.values = torch.zeros((T, N), device=device)
@@ -31,7 +37,7 @@ class RolloutStorage:
         self.returns = torch.zeros((T, N), device=device)
         self.step = 0
 
-    def add(self, obs: torch.Tensor, raw_action: torch.Tensor, reward: torch.Tensor, done: torch.Tensor) -> None:
+    def add(self, obs: Obs, raw_action: torch.Tensor, reward: torch.Tensor, done: torch.Tensor) -> None:
         """Write step ``self.step``; raises RuntimeError when the storage is full.
 
         ``log_probs`` and ``values`` are filled for the whole rollout at once afterwards.
@@ -39,7 +45,11 @@ class RolloutStorage:
         t = self.step
         if t >= self.num_steps:
             raise RuntimeError(f"RolloutStorage overflow: all {self.num_steps} steps are written; call reset()")
-        self.obs[t] = obs
+        if isinstance(obs, dict):
+            for key, value in obs.items():
+                self.obs[key][t] = value
+        else:
+            self.obs[t] = obs
         self.raw_actions[t] = raw_action
         self.rewards[t] = reward
         self.dones[t] = done
@@ -63,11 +73,11 @@ class RolloutStorage:
     def minibatches(self, num_minibatches: int, generator: torch.Generator | None = None) -> Iterator[dict]:
         """Shuffle the flattened ``[T*N]`` batch with ``torch.randperm`` on the device and yield minibatches.
 
-        Each minibatch is a dict of ``mb_`` tensors: ``obs [B, S]``, ``raw_actions [B, ...]``,
-        ``log_probs``, ``values``, ``advantages``, ``returns`` (all ``[B]``).
+        Each minibatch is a dict of ``mb_`` tensors: ``obs [B, ...]`` (a dict for Dict
+        observations), ``raw_actions [B, ...]``, ``log_probs``, ``values``, ``advantages``, ``returns`` (all ``[B]``).
         """
         b = {
-            "obs": self.obs.flatten(0, 1),
+            "obs": map_obs(lambda x: x.flatten(0, 1), self.obs),
             "raw_actions": self.raw_actions.flatten(0, 1),
             "log_probs": self.log_probs.flatten(),
             "values": self.values.flatten(),
@@ -76,7 +86,7 @@ class RolloutStorage:
         }
         batch_size = self.num_steps * self.num_envs
         size = batch_size // num_minibatches
-        perm = torch.randperm(batch_size, device=self.obs.device, generator=generator)
+        perm = torch.randperm(batch_size, device=self.values.device, generator=generator)
         for start in range(0, size * num_minibatches, size):
             mb_inds = perm[start:start + size]
-            yield {k: v[mb_inds] for k, v in b.items()}
+            yield {k: map_obs(lambda x, i=mb_inds: x[i], v) for k, v in b.items()}

@@ -38,7 +38,12 @@ class FaultyEnv(gym.Env):
         return self.np_random.uniform(-1, 1, 3).astype(np.float32), -float(np.square(action).sum()), False, False, {}
 
 
+class TextKeyEnv(DictObsEnv):
+    observation_space = gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (2,)), "note": gym.spaces.Text(8)})
+
+
 gym.register("DictObs-v0", entry_point=DictObsEnv, max_episode_steps=50)
+gym.register("TextKeyObs-v0", entry_point=TextKeyEnv, max_episode_steps=50)
 gym.register("Raising-v0", entry_point=FaultyEnv, kwargs={"mode": "raise"}, max_episode_steps=50)
 gym.register("NaNReward-v0", entry_point=FaultyEnv, kwargs={"mode": "nan"}, max_episode_steps=50)
 

@@ -17,7 +17,7 @@ from shell.config import PolicyConfig, config_from_dict
 from shell.envs import check_action_space
 from shell.errors import ConfigError
 from shell.evaluation import Policy, load_policy
-from shell.networks import ActorCritic
+from shell.policies import ActorCritic
 from shell.runner import Trainer
 
 from .custom_envs import STRICT_SPACES, StrictActionEnv

@@ -9,9 +9,10 @@ import torch
 
 import core
 from shell.config import PolicyConfig, config_from_dict
-from shell.envs import check_action_space, check_observation_space
+from shell.envs import check_action_space
 from shell.errors import ConfigError
-from shell.networks import ActorCritic, default_ent_coef
+from shell.observations import obs_layout
+from shell.policies import ActorCritic, default_ent_coef
 from shell.runner import Trainer
 
 
@@ -85,12 +86,12 @@ def test_explicit_ent_coef_wins(tmp_path):
 
 
 def test_observation_spaces():
-    assert check_observation_space(gym.spaces.Box(-1, 1, (2, 3, 4))) == 24
-    assert check_observation_space(gym.spaces.Discrete(16)) == 16
-    with pytest.raises(ConfigError, match="Dict"):
-        check_observation_space(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))
+    assert obs_layout(gym.spaces.Box(-1, 1, (2, 3, 4))).flat_size == 24  # too small for an image: flattened
+    assert obs_layout(gym.spaces.Discrete(16)).parts[None].shape == (16,)
+    # a Dict of Box and Discrete parts was refused in the first round; it is accepted now
+    assert obs_layout(gym.spaces.Dict({"a": gym.spaces.Discrete(2)})).is_dict
     with pytest.raises(ConfigError, match="Tuple"):
-        check_observation_space(gym.spaces.Tuple((gym.spaces.Discrete(2),)))
+        obs_layout(gym.spaces.Tuple((gym.spaces.Discrete(2),)))
     with pytest.raises(ConfigError, match="finite"):
         check_action_space(gym.spaces.Box(-np.inf, np.inf, (2,)))
     with pytest.raises(ConfigError, match="MultiBinary"):

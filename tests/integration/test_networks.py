@@ -7,7 +7,7 @@ import torch
 
 import core
 from shell.config import PolicyConfig
-from shell.networks import ActorCritic
+from shell.policies import ActorCritic
 
 BOX = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
 

@@ -439,7 +439,7 @@ def test_torch_backend_runs_are_evaluated_on_gymnasium_envs():
 
     from shell.config import PolicyConfig
     from shell.evaluation import evaluate
-    from shell.networks import ActorCritic
+    from shell.policies import ActorCritic
 
     torch_cfg = config_from_dict({"env": {"id": "Pendulum-v1", "backend": "torch"}}).env
     gym_cfg = attrs.evolve(torch_cfg, backend="gymnasium")

@@ -1,8 +1,7 @@
-"""Actor and critic modules. The maths of log-probs and entropies lives in core."""
+"""Actor heads: distribution parameters from features ``[B, F]``; the log-prob and entropy maths is core's."""
 
 from __future__ import annotations
 
-import itertools
 from typing import NamedTuple
 
 import gymnasium as gym
@@ -15,71 +14,10 @@ from torch.distributions import Categorical
 import core
 from shell.actions import box_action_layout
 from shell.config import PolicyConfig
-from shell.normalization import ObsNormalizer
+from shell.policies.layers import mlp
 
-SIGMOID_TANH_MIN_NUMEL = 8192  # the crossover measured on this machine
-
-
-class _SigmoidTanh(torch.autograd.Function):
-    """``tanh(x) = 2 * sigmoid(2x) - 1``, with the backward ``g * (1 - y^2)`` from the saved output."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return grad * (1.0 - y * y)
-
-
-class Tanh(nn.Module):
-    """``nn.Tanh`` that is about 4x faster on the CPU.
-
-    On CPU builds of torch, ``torch.tanh`` costs about 3.3 ns per float32
-    element against 0.4 ns for ``torch.sigmoid`` (measured on this project's
-    AMD EPYC machine, torch 2.13, AVX512 kernels), and the four tanh layers of
-    the actor and critic were 30% of an update. On the CPU this computes the
-    same function through sigmoid (at most 2e-7 from ``torch.tanh`` in
-    float32) for tensors of at least 8,192 elements; for smaller ones, and on
-    other devices, it calls ``torch.tanh``.
-    """
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Three kernels instead of one only pay off on large CPU tensors (a minibatch, not a
-        # rollout step of 16 envs, where launching costs more than computing).
-        if x.numel() < SIGMOID_TANH_MIN_NUMEL or x.device.type != "cpu":
-            return torch.tanh(x)
-        if x.requires_grad and torch.is_grad_enabled():
-            return _SigmoidTanh.apply(x)
-        return torch.sigmoid(2.0 * x).mul_(2.0).sub_(1.0)
-
-
-ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 MIN_STD = 1e-6
-
-
-def mlp(in_size: int, hidden_sizes: list[int], out_size: int, activation: str, out_gain: float) -> nn.Sequential:
-    """MLP with orthogonal init (gain sqrt(2) hidden, ``out_gain`` last) and zero biases.
-
-    See "What Matters in On-Policy RL?", Andrychowicz et al., 2020: arXiv:2006.05990.
-    """
-    layers: list[nn.Module] = []
-    sizes = [in_size, *hidden_sizes]
-    for a, b in itertools.pairwise(sizes):
-        layers += [_init(nn.Linear(a, b), np.sqrt(2)), ACTIVATIONS[activation]()]
-    layers.append(_init(nn.Linear(sizes[-1], out_size), out_gain))
-    return nn.Sequential(*layers)
-
-
-def _init(layer: nn.Linear, gain: float) -> nn.Linear:
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
-
 
 class ActionSample(NamedTuple):
     """A batched action choice.
@@ -103,7 +41,7 @@ class ActionSample(NamedTuple):
 
 
 class SquashedGaussianActor(nn.Module):
-    """Tanh-squashed Gaussian policy for a Box action space with finite bounds.
+    """Tanh-squashed Gaussian policy for a Box action space with finite bounds, on encoder features ``[N, H]``.
 
     ``u ~ Normal(mean(s), std)`` over the F free components, and
     ``a = clamp(tanh(u) * action_scale + action_bias, action_low, action_high)``.
@@ -133,7 +71,7 @@ class SquashedGaussianActor(nn.Module):
         ConfigError: at construction, for a Box it cannot serve (see box_action_layout).
     """
 
-    def __init__(self, obs_size: int, action_space: spaces.Box, cfg: PolicyConfig):
+    def __init__(self, in_size: int, action_space: spaces.Box, cfg: PolicyConfig):
         super().__init__()
         layout = box_action_layout(action_space)
         self.action_size = layout.num_free  # F: the Gaussian's dimension
@@ -141,7 +79,7 @@ class SquashedGaussianActor(nn.Module):
         self.integer = layout.integer
         self.state_std = cfg.std == "state"
         out = 2 * self.action_size if self.state_std else self.action_size
-        self.net = mlp(obs_size, cfg.hidden_sizes, out, cfg.activation, out_gain=0.01)
+        self.net = mlp(in_size, cfg.hidden_sizes, out, cfg.activation, out_gain=0.01)
         if self.state_std:
             # softplus(b) = exp(init_log_std) at the start
             init = float(np.log(np.expm1(np.exp(cfg.init_log_std))))
@@ -164,9 +102,9 @@ class SquashedGaussianActor(nn.Module):
         """The shape of one stored raw action: ``(F,)``, the free components only."""
         return (self.action_size,)
 
-    def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[N, S]`` observations -> ``(mean [N, F], std [N, F] or [F])`` over the free components."""
-        out = self.net(obs)
+    def distribution(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[N, H]`` features -> ``(mean [N, F], std [N, F] or [F])`` over the free components."""
+        out = self.net(features)
         if self.state_std:
             mean, pre_std = out.split(self.action_size, dim=-1)
             return mean, nn.functional.softplus(pre_std) + MIN_STD
@@ -189,10 +127,10 @@ class SquashedGaussianActor(nn.Module):
         full[..., self.free_index] = action
         return full
 
-    def sample(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
+    def sample(self, features: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
                with_log_prob: bool = True):
         """Return ``(action [N, A], raw_action [N, F], log_prob [N] or None)``; deterministic uses u = mean."""
-        mean, std = self.distribution(obs)
+        mean, std = self.distribution(features)
         if deterministic:
             raw = mean
         else:
@@ -200,12 +138,12 @@ class SquashedGaussianActor(nn.Module):
         log_prob = core.squashed_log_prob(raw, mean, std, self.action_scale) if with_log_prob else None
         return self.env_action(raw), raw, log_prob
 
-    def log_prob(self, obs: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
+    def log_prob(self, features: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
         """``[B]`` log-density of stored raw actions ``[B, F]`` under the current policy."""
-        mean, std = self.distribution(obs)
+        mean, std = self.distribution(features)
         return core.squashed_log_prob(raw_action, mean, std, self.action_scale)
 
-    def evaluate(self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
+    def evaluate(self, features: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
         """Return ``(log_prob [B], entropy [B])`` of stored raw actions ``[B, F]`` under the current policy.
 
         The entropy is core.squashed_entropy's one-sample reparameterised estimate, over the
@@ -214,14 +152,14 @@ class SquashedGaussianActor(nn.Module):
         Raises:
             ValueError: if ``raw_action`` is not floating point or does not match ``[B, F]``.
         """
-        mean, std = self.distribution(obs)
+        mean, std = self.distribution(features)
         log_prob = core.squashed_log_prob(raw_action, mean, std, self.action_scale)
         noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         return log_prob, core.squashed_entropy(mean, std.expand_as(mean), noise, self.action_scale)
 
 
 class CategoricalActor(nn.Module):
-    """Categorical policy over logits for Discrete(n, start) and MultiDiscrete(nvec, start).
+    """Categorical policy over logits for Discrete(n, start) and MultiDiscrete(nvec, start), on features ``[N, H]``.
 
     One ``torch.distributions.Categorical`` per component, batched over envs
     (logits ``[N, n_k]``, so envs never mix); log-probs and entropies are
@@ -231,7 +169,7 @@ class CategoricalActor(nn.Module):
     to the action sent to the env.
     """
 
-    def __init__(self, obs_size: int, action_space: spaces.Discrete | spaces.MultiDiscrete, cfg: PolicyConfig):
+    def __init__(self, in_size: int, action_space: spaces.Discrete | spaces.MultiDiscrete, cfg: PolicyConfig):
         super().__init__()
         self.multi = isinstance(action_space, spaces.MultiDiscrete)
         if self.multi:
@@ -240,7 +178,7 @@ class CategoricalActor(nn.Module):
         else:
             self.nvec = [int(action_space.n)]
             start = torch.tensor(int(action_space.start), dtype=torch.long)
-        self.net = mlp(obs_size, cfg.hidden_sizes, sum(self.nvec), cfg.activation, out_gain=0.01)
+        self.net = mlp(in_size, cfg.hidden_sizes, sum(self.nvec), cfg.activation, out_gain=0.01)
         self.register_buffer("action_start", start, persistent=False)
 
     @property
@@ -253,14 +191,14 @@ class CategoricalActor(nn.Module):
         """The shape of one stored raw action: ``()`` for Discrete, ``(K,)`` for MultiDiscrete."""
         return (len(self.nvec),) if self.multi else ()
 
-    def _logits(self, obs: torch.Tensor) -> list[torch.Tensor]:
-        """``[N, S]`` -> one ``[N, n_k]`` logits tensor per component."""
-        logits = self.net(obs)
+    def _logits(self, features: torch.Tensor) -> list[torch.Tensor]:
+        """``[N, H]`` features -> one ``[N, n_k]`` logits tensor per component."""
+        logits = self.net(features)
         return logits.split(self.nvec, dim=-1) if self.multi else [logits]
 
-    def distributions(self, obs: torch.Tensor) -> list[Categorical]:
-        """``[N, S]`` -> one Categorical of batch shape ``[N]`` per component."""
-        return [Categorical(logits=part, validate_args=False) for part in self._logits(obs)]
+    def distributions(self, features: torch.Tensor) -> list[Categorical]:
+        """``[N, H]`` features -> one Categorical of batch shape ``[N]`` per component."""
+        return [Categorical(logits=part, validate_args=False) for part in self._logits(features)]
 
     def _index_columns(self, raw_action: torch.Tensor, batch: int) -> list[torch.Tensor]:
         expected = (batch, len(self.nvec)) if self.multi else (batch,)
@@ -271,14 +209,14 @@ class CategoricalActor(nn.Module):
             )
         return list(raw_action.unbind(-1)) if self.multi else [raw_action]
 
-    def sample(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
+    def sample(self, features: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
                with_log_prob: bool = True):
         """Return ``(action, raw_action, log_prob [N] or None)``; deterministic takes the argmax.
 
         Sampling uses core.categorical_sample (Gumbel-max), about 6x cheaper per rollout
         step than ``Categorical.sample``; the distribution is the same.
         """
-        parts = self._logits(obs)
+        parts = self._logits(features)
         if deterministic:
             columns = [part.argmax(dim=-1) for part in parts]
         else:
@@ -291,33 +229,33 @@ class CategoricalActor(nn.Module):
         raw = torch.stack(columns, dim=-1) if self.multi else columns[0]
         return raw + self.action_start, raw, log_prob
 
-    def log_prob(self, obs: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
+    def log_prob(self, features: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
         """``[B]`` log-probability of stored indices under the current logits."""
-        dists = self.distributions(obs)
-        columns = self._index_columns(raw_action, obs.shape[0])
+        dists = self.distributions(features)
+        columns = self._index_columns(raw_action, features.shape[0])
         return sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
 
-    def evaluate(self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
+    def evaluate(self, features: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
         """Return ``(log_prob [B], entropy [B])`` of stored indices under the current logits.
 
         Raises:
             ValueError: if ``raw_action`` is not ``[B]`` (Discrete) or ``[B, K]`` (MultiDiscrete).
         """
-        dists = self.distributions(obs)
-        columns = self._index_columns(raw_action, obs.shape[0])
+        dists = self.distributions(features)
+        columns = self._index_columns(raw_action, features.shape[0])
         log_prob = sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
         return log_prob, sum(d.entropy() for d in dists)
 
 
-def make_actor(obs_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.Module:
+def make_actor(in_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.Module:
     """The actor for an action space (the space was checked by shell.envs.check_action_space).
 
     Raises:
         ConfigError: a Box the squashed Gaussian cannot serve.
     """
     if isinstance(action_space, spaces.Box):
-        return SquashedGaussianActor(obs_size, action_space, cfg)
-    return CategoricalActor(obs_size, action_space, cfg)
+        return SquashedGaussianActor(in_size, action_space, cfg)
+    return CategoricalActor(in_size, action_space, cfg)
 
 
 def default_ent_coef(action_space: gym.Space, base_coef: float = 0.01) -> float:
@@ -327,74 +265,3 @@ def default_ent_coef(action_space: gym.Space, base_coef: float = 0.01) -> float:
     if isinstance(action_space, spaces.MultiDiscrete):
         return core.multi_discrete_entropy_coef([int(n) for n in action_space.nvec], base_coef)
     return 0.0
-
-
-class ActorCritic(nn.Module):
-    """An actor and a separate critic over flat observations ``[N, S]``.
-
-    ``get_action``, ``evaluate`` and ``value`` take observations already normalised by
-    ``obs_normalizer`` (the runner normalises once and stores the result); ``act`` takes raw
-    ones and normalises with the frozen statistics, for evaluation and deployment.
-
-    ``action_space`` is kept as an attribute for the env boundary's cast
-    (shell.actions.to_env_action).
-
-    Raises:
-        ConfigError: a Box action space the policy cannot serve (shell.actions.box_action_layout).
-    """
-
-    def __init__(self, obs_size: int, action_space: gym.Space, cfg: PolicyConfig, normalize_obs: bool = False,
-                 obs_clip: float = 10.0):
-        super().__init__()
-        self.action_space = action_space
-        self.obs_normalizer = ObsNormalizer(obs_size, normalize_obs, obs_clip)
-        self.actor = make_actor(obs_size, action_space, cfg)
-        self.critic = mlp(obs_size, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
-
-    def act(self, raw_obs: torch.Tensor, deterministic: bool = True,
-            generator: torch.Generator | None = None) -> torch.Tensor:
-        """The env action for raw observations ``[N, S]``, normalised with the saved statistics (never updated here).
-
-        Returns ``[N, A]`` float32 inside the Box (fixed components at their value, integers
-        rounded), or ``[N]`` / ``[N, K]`` long indices plus the start; shell.actions.to_env_action
-        casts it to the space's shape and dtype.
-        """
-        action, _, _ = self.actor.sample(self.obs_normalizer.normalize(raw_obs), deterministic, generator,
-                                         with_log_prob=False)
-        return action
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """``[N, S]`` -> ``[N]``."""
-        return self.critic(obs).squeeze(-1)
-
-    def get_action(
-        self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
-    ) -> ActionSample:
-        """Act on a batch: obs ``[N, S]`` -> action (``[N, A]`` Box, ``[N]`` Discrete, ``[N, K]``
-        MultiDiscrete), raw_action (``[N, F]`` Box, as action otherwise), log_prob/value ``[N]``."""
-        action, raw, log_prob = self.actor.sample(obs, deterministic, generator)
-        return ActionSample(action, raw, log_prob, self.value(obs))
-
-    def sample_action(self, obs: torch.Tensor, generator: torch.Generator | None = None):
-        """The rollout's cheap path: ``(action, raw_action)`` only.
-
-        The rollout's log-probs and values are computed afterwards for the whole
-        ``[T*N]`` batch in one pass (:meth:`log_prob_and_value`): the parameters do
-        not change during a rollout, so this is the same function, batched.
-        """
-        action, raw, _ = self.actor.sample(obs, False, generator, with_log_prob=False)
-        return action, raw
-
-    def log_prob_and_value(self, obs: torch.Tensor, raw_action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[B, S]``, stored raw actions -> ``(log_prob [B], value [B])``."""
-        return self.actor.log_prob(obs, raw_action), self.value(obs)
-
-    def evaluate(
-        self, obs: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Minibatch ``[B, S]``, stored raw actions -> ``(log_prob [B], entropy [B], value [B])``.
-
-        Raw actions are ``[B, F]`` float (the free Box components), ``[B]`` or ``[B, K]`` long.
-        """
-        log_prob, entropy = self.actor.evaluate(obs, raw_action, generator)
-        return log_prob, entropy, self.value(obs)

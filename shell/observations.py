@@ -1,0 +1,167 @@
+"""Observation layouts: what each part of an observation is, and its tensors after the env boundary.
+
+An observation space becomes an :class:`ObsLayout`: one :class:`ObsPart` for a plain space, or
+one per key for a Dict. Each part has a kind that fixes its encoding all the way to the encoder:
+
+- ``"flat"``: a Box that is not an image, flattened to ``[N, S]`` float32 (observation
+  normalisation applies to these parts only);
+- ``"onehot"``: a Discrete(n, start), one-hot ``[N, n]`` float32;
+- ``"image"``: a Box of rank 3 whose two largest axes are at least 4 (the smallest grid the
+  small CNN takes; smaller rank-3 Boxes are flat), kept in the env's layout and dtype (uint8 stays uint8 in storage,
+  4x smaller than float32); the image encoder transposes channels-last images and scales.
+
+A plain space gives a tensor observation, a Dict gives a ``dict[str, Tensor]`` in the layout's
+key order. :func:`map_obs` applies one function to either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from shell.errors import ConfigError
+
+Obs = torch.Tensor | dict[str, torch.Tensor]
+MIN_IMAGE_SIZE = 4
+
+
+class ObsPart(NamedTuple):
+    """One encodable part of an observation.
+
+    Attributes:
+        kind: ``"flat"``, ``"onehot"`` or ``"image"``.
+        shape: the per-env tensor shape after the boundary: ``(S,)`` flat, ``(n,)`` one-hot,
+            the space's ``(H, W, C)`` or ``(C, H, W)`` for an image.
+        dtype: the tensor dtype after the boundary (float32, or the image's own dtype).
+        space: the gymnasium space of this part.
+    """
+
+    kind: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    space: gym.Space
+
+
+class ObsLayout(NamedTuple):
+    """The parts of an observation: ``parts[None]`` for a plain space, one per key for a Dict."""
+
+    parts: dict[str | None, ObsPart]
+
+    @property
+    def is_dict(self) -> bool:
+        return None not in self.parts
+
+    @property
+    def flat_size(self) -> int:
+        """Total size of the ``flat`` parts (what observation normalisation covers)."""
+        return sum(p.shape[0] for p in self.parts.values() if p.kind == "flat")
+
+
+SUPPORTED = "Box (vectors of any shape; rank 3 = an image), Discrete, or a Dict of those"
+
+
+def _part(space: gym.Space) -> ObsPart | None:
+    if isinstance(space, spaces.Box):
+        if space.dtype.kind not in "iufb":
+            return None
+        if len(space.shape) == 3 and sorted(space.shape)[1] >= MIN_IMAGE_SIZE:
+            dtype = torch.uint8 if space.dtype == np.uint8 else torch.float32
+            return ObsPart("image", tuple(space.shape), dtype, space)
+        return ObsPart("flat", (int(np.prod(space.shape, dtype=np.int64)),), torch.float32, space)
+    if isinstance(space, spaces.Discrete):
+        return ObsPart("onehot", (int(space.n),), torch.float32, space)
+    if isinstance(space, spaces.MultiBinary):
+        return ObsPart("flat", (int(np.prod(space.shape, dtype=np.int64)),), torch.float32, space)
+    return None
+
+
+def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLayout:
+    """Check an observation space and lay out its parts.
+
+    Args:
+        space: the single (per sub-env) observation space, after any ``FilterObservation``.
+        obs_keys: the ``env.obs_keys`` setting, only quoted in error messages.
+
+    Raises:
+        ConfigError: one line naming the space, or for a Dict the key, its space and
+            ``env.obs_keys``, when a part cannot be encoded (Text, Tuple, a custom space such as
+            MiniGrid's ``mission``, a nested Dict).
+    """
+    if isinstance(space, spaces.Dict):
+        parts: dict[str | None, ObsPart] = {}
+        for key, sub in space.spaces.items():
+            part = _part(sub)
+            if part is None:
+                keys = f"env.obs_keys = {list(obs_keys)!r}" if obs_keys is not None else "env.obs_keys is not set"
+                raise ConfigError(f"observation key {key!r} has a space that cannot be encoded: "
+                                  f"{type(sub).__name__} {sub}; {keys}: list the keys to keep, e.g. "
+                                  f"env.obs_keys = {[k for k, s in space.spaces.items() if _part(s)]!r}")
+            parts[key] = part
+        if not parts:
+            raise ConfigError(f"unsupported observation space {space}: an empty Dict")
+        return ObsLayout(parts)
+    part = _part(space)
+    if part is None:
+        raise ConfigError(f"unsupported observation space {type(space).__name__}: {space}; supported: {SUPPORTED}")
+    return ObsLayout({None: part})
+
+
+def _part_to_tensor(obs: np.ndarray, part: ObsPart, device: torch.device) -> torch.Tensor:
+    if part.kind == "onehot":
+        index = torch.as_tensor(np.asarray(obs, dtype=np.int64) - int(part.space.start))
+        return torch.nn.functional.one_hot(index, part.shape[0]).to(device, torch.float32)
+    if part.kind == "image":
+        array = np.asarray(obs)
+        if part.dtype == torch.float32:
+            array = array.astype(np.float32, copy=False)
+        return torch.as_tensor(array, device=device)
+    flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+    return torch.as_tensor(flat, device=device)
+
+
+def to_tensor(obs: Any, layout: ObsLayout, device: torch.device) -> Obs:
+    """A batch of raw observations (``[N, ...]`` array, or a dict of them) -> tensors on ``device``.
+
+    Flat parts become ``[N, S]`` float32, one-hot parts ``[N, n]`` float32, images ``[N, ...]``
+    in their own dtype (uint8 stays uint8).
+    """
+    if layout.is_dict:
+        return {key: _part_to_tensor(obs[key], part, device) for key, part in layout.parts.items()}
+    return _part_to_tensor(obs, layout.parts[None], device)
+
+
+def map_obs(fn: Callable[[torch.Tensor], torch.Tensor], obs: Obs) -> Obs:
+    """``fn`` applied to a tensor observation, or to every tensor of a dict observation."""
+    if isinstance(obs, dict):
+        return {key: fn(value) for key, value in obs.items()}
+    return fn(obs)
+
+
+def batch_size(obs: Obs) -> int:
+    """The leading (batch) size of an observation."""
+    return next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
+
+
+def stack_final_obs(obs: Any, final: np.ndarray, mask: np.ndarray, layout: ObsLayout) -> Any:
+    """The true last observations: ``obs`` with the rows under ``mask`` replaced by ``final``.
+
+    Args:
+        obs: the vector env's batched observation (an array, or a dict of arrays).
+        final: gymnasium's ``info["final_obs"]``, a numpy object array of per-env observations.
+        mask: ``info["_final_obs"]``, ``[N]`` bool.
+    """
+    rows = np.flatnonzero(mask)
+    if layout.is_dict:
+        out = {key: np.array(value, copy=True) for key, value in obs.items()}
+        for i in rows:
+            for key in out:
+                out[key][i] = final[i][key]
+        return out
+    out = np.array(obs, copy=True)
+    out[rows] = np.stack(final[rows])
+    return out

@@ -1,0 +1,157 @@
+"""Encoders: an observation (tensor or dict, shell/observations.py) -> features ``[B, F]`` float32.
+
+The seam of Stable-Baselines3's features extractors (``NatureCNN``, ``CombinedExtractor``) as
+plain functions that build modules from an :class:`~shell.observations.ObsLayout`:
+
+- flat and one-hot parts pass through unchanged (the heads' MLPs do the work, as for vectors
+  before encoders existed, so vector policies compute exactly what they did);
+- an image part goes through a CNN: channels-last images are transposed to ``[C, H, W]``, pixels
+  are scaled (uint8 by 1/255 unless ``policy.image_scale`` says otherwise), symbolic grids can be
+  one-hot encoded per channel (``policy.image_encoding = "onehot"``);
+- a Dict gets one encoder per key, features concatenated in the layout's key order.
+
+Every encoder announces ``features_dim``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from shell.config import PolicyConfig
+from shell.errors import ConfigError
+from shell.observations import ObsLayout, ObsPart
+from shell.policies.layers import init_layer
+
+NATURE_MIN_SIZE = 36  # the Nature CNN's 8x8/4, 4x4/2, 3x3/1 stack needs at least 36x36
+
+
+def channels_first(shape: tuple[int, int, int], override: bool | None = None) -> bool:
+    """Whether an image of ``shape`` is ``[C, H, W]``.
+
+    Detected from the space: channels last when the last axis is <= 4 and the first is not
+    (``(84, 84, 4)``, MiniGrid's ``(7, 7, 3)``); ``[C, H, W]`` otherwise (``(4, 84, 84)``).
+    ``override`` (``policy.image_channels_first``) wins when given.
+    """
+    if override is not None:
+        return bool(override)
+    return not (shape[-1] <= 4 and shape[0] > 4)
+
+
+def nature_cnn(in_channels: int) -> nn.Sequential:
+    """The convolutional trunk of "Human-level control through deep reinforcement learning",
+    Mnih et al., Nature 2015: 32 8x8/4, 64 4x4/2, 64 3x3/1, ReLU; orthogonal init (gain sqrt 2)."""
+    gain = np.sqrt(2)
+    return nn.Sequential(
+        init_layer(nn.Conv2d(in_channels, 32, 8, stride=4), gain), nn.ReLU(),
+        init_layer(nn.Conv2d(32, 64, 4, stride=2), gain), nn.ReLU(),
+        init_layer(nn.Conv2d(64, 64, 3, stride=1), gain), nn.ReLU(),
+        nn.Flatten(),
+    )
+
+
+def small_cnn(in_channels: int, size: int) -> nn.Sequential:
+    """A CNN for small grids such as MiniGrid's 7x7 view, after the minigrid authors' rl-starter-files
+    model: a 2x2 convolution of 16 channels, a 2x2 max-pool (when the map is at least 6 wide, so 7x7
+    becomes 3x3), then 2x2 convolutions of 32 and 64 channels; ReLU, orthogonal init (gain sqrt 2).
+    ``size`` is the image's smaller side (at least 4)."""
+    gain = np.sqrt(2)
+    layers: list[nn.Module] = [init_layer(nn.Conv2d(in_channels, 16, 2), gain), nn.ReLU()]
+    if size - 1 >= 6:
+        layers.append(nn.MaxPool2d(2))
+    layers += [init_layer(nn.Conv2d(16, 32, 2), gain), nn.ReLU(),
+               init_layer(nn.Conv2d(32, 64, 2), gain), nn.ReLU(), nn.Flatten()]
+    return nn.Sequential(*layers)
+
+
+class ImageEncoder(nn.Module):
+    """A Box image ``[B, H, W, C]`` or ``[B, C, H, W]`` (uint8 or float) -> features ``[B, F]`` float32.
+
+    Pixels are scaled inside the network (storage keeps uint8). With ``onehot`` encoding each
+    channel's integer codes ``0..codes-1`` become ``codes`` binary planes (``C * codes`` input
+    channels): symbolic grids such as MiniGrid's (object, colour, state) codes are categories, not
+    intensities, and dividing them by 255 would squeeze them into [0, 0.04]. The Nature CNN adds
+    its 512-unit linear layer; the small CNN's flattened maps are the features.
+    """
+
+    def __init__(self, part: ObsPart, cfg: PolicyConfig):
+        super().__init__()
+        shape = part.shape
+        self.channels_first = channels_first(shape, cfg.image_channels_first)
+        c, h, w = shape if self.channels_first else (shape[2], shape[0], shape[1])
+        self.onehot = cfg.image_encoding == "onehot"
+        self.codes = cfg.image_codes
+        if cfg.image_scale is not None:
+            self.scale = float(cfg.image_scale)
+        else:
+            self.scale = 1.0 / 255.0 if part.dtype == torch.uint8 else 1.0
+        kind = cfg.cnn if cfg.cnn != "auto" else ("nature" if min(h, w) >= NATURE_MIN_SIZE else "small")
+        if kind == "nature" and min(h, w) < NATURE_MIN_SIZE:
+            raise ConfigError(f"policy.cnn = 'nature' needs images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}, "
+                              f"got {h}x{w}; use 'small' or 'auto'")
+        in_channels = c * self.codes if self.onehot else c
+        trunk = nature_cnn(in_channels) if kind == "nature" else small_cnn(in_channels, min(h, w))
+        with torch.no_grad():
+            flat = trunk(torch.zeros(1, in_channels, h, w)).shape[1]
+        if kind == "nature":
+            self.net = nn.Sequential(trunk, init_layer(nn.Linear(flat, 512), np.sqrt(2)), nn.ReLU())
+            self.features_dim = 512
+        else:
+            self.net = trunk
+            self.features_dim = int(flat)
+        self.kind = kind
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        if not self.channels_first:
+            image = image.permute(0, 3, 1, 2)
+        if self.onehot:
+            b, c, h, w = image.shape
+            codes = image.long().clamp_(0, self.codes - 1)
+            x = nn.functional.one_hot(codes, self.codes).permute(0, 1, 4, 2, 3).reshape(b, c * self.codes, h, w)
+            x = x.float()
+        else:
+            x = image.float() * self.scale
+        return self.net(x)
+
+
+class Identity(nn.Module):
+    """Flat and one-hot parts: the features are the (already flat, normalised) observation."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.features_dim = size
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs
+
+
+class DictEncoder(nn.Module):
+    """One encoder per key; features concatenated in key order: ``{key: [B, ...]}`` -> ``[B, sum F_k]``."""
+
+    def __init__(self, layout: ObsLayout, cfg: PolicyConfig):
+        super().__init__()
+        self.encoders = nn.ModuleDict({key: _part_encoder(part, cfg) for key, part in layout.parts.items()})
+        self.features_dim = sum(e.features_dim for e in self.encoders.values())
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat([encoder(obs[key]) for key, encoder in self.encoders.items()], dim=-1)
+
+
+def _part_encoder(part: ObsPart, cfg: PolicyConfig) -> nn.Module:
+    return ImageEncoder(part, cfg) if part.kind == "image" else Identity(part.shape[0])
+
+
+def make_encoder(layout: ObsLayout, cfg: PolicyConfig) -> nn.Module:
+    """The encoder for an observation layout (see the module docstring); it has ``features_dim``.
+
+    Raises:
+        ConfigError: ``policy.cnn = "nature"`` for images smaller than 36x36.
+    """
+    if layout.is_dict:
+        return DictEncoder(layout, cfg)
+    return _part_encoder(layout.parts[None], cfg)
+
+
+def has_image(layout: ObsLayout) -> bool:
+    return any(part.kind == "image" for part in layout.parts.values())
