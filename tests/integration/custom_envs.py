@@ -132,3 +132,41 @@ STRICT_SPACES = {
 }
 for _name, _space in STRICT_SPACES.items():
     gym.register(_name, entry_point=StrictActionEnv, kwargs={"space": _space}, max_episode_steps=50)
+
+
+class CountingEnv(gym.Env):
+    """Deterministic episodes for exact episode statistics; actions are ignored.
+
+    The k-th step of an episode pays reward k. Episode lengths cycle with the reset count: phase 0
+    terminates after 3 steps, phase 1 after 5, phase 2 never (the registered time limit of 7 cuts
+    it). ``reset(seed=s)`` starts at phase ``s % 3``; every later reset (the autoreset) moves to the
+    next phase. So an episode of phase p has length ``COUNTING_LENGTHS[p]`` and return ``L (L + 1) / 2``.
+    """
+
+    TERMINATE_AT = (3, 5, None)
+    observation_space = gym.spaces.Box(0.0, 10.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.phase, self.t = 2, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.phase = seed % 3 if seed is not None else (self.phase + 1) % 3
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        end = self.TERMINATE_AT[self.phase]
+        return self._obs(), float(self.t), end is not None and self.t >= end, False, {}
+
+    def _obs(self):
+        return np.array([self.phase, self.t], np.float32)
+
+
+COUNTING_LIMIT = 7
+COUNTING_LENGTHS = (3, 5, COUNTING_LIMIT)
+gym.register("Counting-v0", entry_point=CountingEnv, max_episode_steps=COUNTING_LIMIT)
+gym.register("MultiDiscrete324-v0", entry_point=StrictActionEnv,
+             kwargs={"space": ("multidiscrete", [3, 2, 4], [-1, 5, 10], np.int64)}, max_episode_steps=50)
