@@ -25,8 +25,8 @@ from shell.checkpoint import load_checkpoint
 from shell.config import PolicyConfig, config_from_dict
 from shell.distributed import Dist
 from shell.errors import ConfigError
-from shell.networks import ActorCritic
 from shell.normalization import RewardScaler
+from shell.policies import ActorCritic
 from shell.ppo import PPO
 from shell.runner import Trainer, resume
 from shell.stop import StopRequest
