@@ -21,7 +21,7 @@ from torch import nn
 
 from shell.config import PolicyConfig
 from shell.errors import ConfigError
-from shell.observations import ObsLayout, ObsPart
+from shell.observations import MIN_IMAGE_SIZE, ObsLayout, ObsPart
 from shell.policies.layers import init_layer
 
 NATURE_MIN_SIZE = 36  # the Nature CNN's 8x8/4, 4x4/2, 3x3/1 stack needs at least 36x36
@@ -86,6 +86,9 @@ class ImageEncoder(nn.Module):
             self.scale = float(cfg.image_scale)
         else:
             self.scale = 1.0 / 255.0 if part.dtype == torch.uint8 else 1.0
+        if min(h, w) < MIN_IMAGE_SIZE:
+            raise ConfigError(f"an image of shape {list(shape)} read as {c} channels of {h}x{w} is too small for a "
+                              f"CNN (at least {MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE}); check policy.image_channels_first")
         kind = cfg.cnn if cfg.cnn != "auto" else ("nature" if min(h, w) >= NATURE_MIN_SIZE else "small")
         if kind == "nature" and min(h, w) < NATURE_MIN_SIZE:
             raise ConfigError(f"policy.cnn = 'nature' needs images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}, "

@@ -170,3 +170,133 @@ COUNTING_LENGTHS = (3, 5, COUNTING_LIMIT)
 gym.register("Counting-v0", entry_point=CountingEnv, max_episode_steps=COUNTING_LIMIT)
 gym.register("MultiDiscrete324-v0", entry_point=StrictActionEnv,
              kwargs={"space": ("multidiscrete", [3, 2, 4], [-1, 5, 10], np.int64)}, max_episode_steps=50)
+
+
+class _StubALE:
+    """The part of ale_py's ALEInterface that gymnasium's AtariPreprocessing reads."""
+
+    def __init__(self, game: "StubAtariEnv"):
+        self.game = game
+
+    def lives(self) -> int:
+        return self.game.lives
+
+    def getScreenGrayscale(self, out: np.ndarray) -> None:
+        out[...] = (self.game.frame * 7) % 256
+
+    def getScreenRGB(self, out: np.ndarray) -> None:
+        out[...] = (self.game.frame * 7) % 256
+
+
+class StubAtariEnv(gym.Env):
+    """An ALE-like game with known rewards, for the Atari wrapper chain.
+
+    A game lasts ``GAME_FRAMES`` frames and ends by termination. Frame k (1-based) pays
+    ``stub_atari_reward(k)``: +5 every 7th frame and -3 every 11th from frame 40 on, so the
+    30 no-op starts (whose rewards the chain drops) never see a reward. Three lives are lost at
+    frames 100, 200 and 300 without ending the game.
+    """
+
+    observation_space = gym.spaces.Box(0, 255, (210, 160, 3), np.uint8)
+    action_space = gym.spaces.Discrete(4)
+    GAME_FRAMES = 400
+
+    def __init__(self, frameskip: int = 1, repeat_action_probability: float = 0.0):
+        self._frameskip = frameskip
+        self.ale = _StubALE(self)
+        self.frame, self.lives = 0, 4
+
+    def get_action_meanings(self) -> list[str]:
+        return ["NOOP", "FIRE", "UP", "DOWN"]
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.frame, self.lives = 0, 4
+        return np.zeros(self.observation_space.shape, np.uint8), {"lives": self.lives}
+
+    def step(self, action):
+        self.frame += 1
+        if self.frame in (100, 200, 300):
+            self.lives -= 1
+        obs = np.full(self.observation_space.shape, (self.frame * 7) % 256, np.uint8)
+        return obs, stub_atari_reward(self.frame), self.frame >= self.GAME_FRAMES, False, {"lives": self.lives}
+
+
+def stub_atari_reward(frame: int) -> float:
+    if frame < 40:
+        return 0.0
+    return 5.0 * (frame % 7 == 0) - 3.0 * (frame % 11 == 0)
+
+
+STUB_ATARI_SCORE = sum(stub_atari_reward(k) for k in range(1, StubAtariEnv.GAME_FRAMES + 1))
+
+
+class MixedDictEnv(gym.Env):
+    """A Dict of an RGB image (channels last), a vector and a Discrete; reward for matching the Discrete."""
+
+    observation_space = gym.spaces.Dict({
+        "pixels": gym.spaces.Box(0, 255, (12, 12, 3), np.uint8),
+        "vector": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+        "mode": gym.spaces.Discrete(3),
+    })
+    action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def _obs(self):
+        self.mode = int(self.np_random.integers(3))
+        return {"pixels": self.np_random.integers(0, 256, (12, 12, 3), dtype=np.uint8),
+                "vector": self.np_random.uniform(-1, 1, 3).astype(np.float32), "mode": self.mode}
+
+    def step(self, action):
+        reward = float(int(action) == self.mode)
+        return self._obs(), reward, False, False, {}
+
+
+class _CustomSpace(gym.Space):
+    def __init__(self):
+        super().__init__((), None)
+
+    def sample(self, mask=None, probability=None):
+        return "go"
+
+    def contains(self, x):
+        return isinstance(x, str)
+
+
+class CustomKeyEnv(DictObsEnv):
+    observation_space = gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (2,)), "mission": _CustomSpace()})
+
+    def reset(self, *, seed=None, options=None):
+        super(DictObsEnv, self).reset(seed=seed)
+        return {"a": np.zeros(2, np.float32), "mission": "go"}, {}
+
+    def step(self, action):
+        return {"a": np.zeros(2, np.float32), "mission": "go"}, 0.0, False, False, {}
+
+
+gym.register("StubAtari-v0", entry_point=StubAtariEnv)
+gym.register("MixedDict-v0", entry_point=MixedDictEnv, max_episode_steps=20)
+gym.register("CustomKeyObs-v0", entry_point=CustomKeyEnv, max_episode_steps=20)
+
+
+class SwitchableEnv(gym.Env):
+    """Discrete(3) actions, or Box(-1, 1, (2,)) with ``continuous=True`` (as LunarLander's kwarg)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+    def __init__(self, continuous: bool = False):
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32) if continuous else gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action)
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), 0.0, False, False, {}
+
+
+gym.register("Switchable-v0", entry_point=SwitchableEnv, max_episode_steps=10)
