@@ -73,6 +73,11 @@ class ImageEncoder(nn.Module):
     channels): symbolic grids such as MiniGrid's (object, colour, state) codes are categories, not
     intensities, and dividing them by 255 would squeeze them into [0, 0.04]. The Nature CNN adds
     its 512-unit linear layer; the small CNN's flattened maps are the features.
+
+    The CNN runs in the channels_last memory format. With ``policy.cnn_precision = "bfloat16"``
+    it runs under bfloat16 autocast (parameters and gradients stay float32; the features are
+    returned as float32, so heads, losses and the optimiser are unchanged), everywhere the policy
+    is evaluated: rollout, update, evaluation and deployment alike.
     """
 
     def __init__(self, part: ObsPart, cfg: PolicyConfig):
@@ -104,6 +109,8 @@ class ImageEncoder(nn.Module):
             self.net = trunk
             self.features_dim = int(flat)
         self.kind = kind
+        self.bfloat16 = cfg.cnn_precision == "bfloat16"
+        self.net.to(memory_format=torch.channels_last)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         if not self.channels_first:
@@ -115,7 +122,12 @@ class ImageEncoder(nn.Module):
             x = x.float()
         else:
             x = image.float() * self.scale
-        return self.net(x)
+        # channels_last: oneDNN's fast layout for convolutions on the CPU (the same values either way)
+        x = x.contiguous(memory_format=torch.channels_last)
+        if not self.bfloat16:
+            return self.net(x)
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            return self.net(x).float()
 
 
 class Identity(nn.Module):
