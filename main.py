@@ -102,6 +102,8 @@ def run(argv: list[str], stop: StopRequest) -> int:
         from shell.plotting import plot_runs
 
         result = {"plot": str(plot_runs(args.run_dirs, args.out))}
+        if stop.requested:  # a signal during the (short) drawing: the file is written, the exit code says so
+            result.update(interrupted=True, exit_code=exit_code(stop.signum))
     else:
         args = train_parser().parse_args(argv)
         from shell.distributed import init_distributed, shutdown
