@@ -121,14 +121,17 @@ class PolicyConfig:
                               "(nature from 36x36 up).", _one_of("auto", "nature", "small"))
     image_channels_first: bool | None = _field(None, "Image layout [C, H, W] (absent = detected: channels last when "
                                                      "the last axis is <= 4 and the first is not).")
-    image_encoding: str = _field("pixels", "'pixels' (scaled by image_scale) or 'onehot' (integer codes per "
-                                           "channel, e.g. MiniGrid's symbolic grid).", _one_of("pixels", "onehot"))
+    image_encoding: str = _field("pixels", "'pixels' (scaled by image_scale), or for integer codes per channel "
+                                           "(MiniGrid's symbolic grid) 'onehot' planes or a learned 'embed'ding.",
+                                 _one_of("pixels", "onehot", "embed"))
+    image_embed_dim: int = _field(16, "image_encoding = 'embed': width of a cell's embedding.", _range(1))
     image_scale: float | None = _field(None, "Pixels are multiplied by this (absent = 1/255 for uint8, 1 for float).",
                                        _range(0.0, lo_open=True))
     cnn_precision: str = _field("float32", "Image encoders compute in 'float32' or under 'bfloat16' autocast "
                                            "(about 2x faster on CPUs with AVX512-BF16).",
                                 _one_of("float32", "bfloat16"))
-    image_codes: int = _field(16, "image_encoding = 'onehot': codes 0..image_codes-1 per channel.", _range(2))
+    image_codes: int = _field(16, "image_encoding = 'onehot' or 'embed': codes 0..image_codes-1 per channel.",
+                              _range(2))
 
 
 @_section("ppo")

@@ -37,7 +37,7 @@ from shell.storage import RolloutStorage
 
 __all__ = ["CSV_FIELDS", "Trainer", "resume", "train"]
 
-LOG_PROB_CHUNK = 2048  # images and dicts: the rollout's batched log-prob pass in pieces, to bound memory
+LOG_PROB_CHUNK = 256  # images and dicts: the rollout's batched log-prob pass in pieces, to bound memory
 
 
 def resolve_device(name: str, dist: Dist | None = None) -> torch.device:

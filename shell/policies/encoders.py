@@ -7,7 +7,7 @@ plain functions that build modules from an :class:`~shell.observations.ObsLayout
   before encoders existed, so vector policies compute exactly what they did);
 - an image part goes through a CNN: channels-last images are transposed to ``[C, H, W]``, pixels
   are scaled (uint8 by 1/255 unless ``policy.image_scale`` says otherwise), symbolic grids can be
-  one-hot encoded per channel (``policy.image_encoding = "onehot"``);
+  one-hot encoded or embedded per channel (``policy.image_encoding = "onehot"`` or ``"embed"``);
 - a Dict gets one encoder per key, features concatenated in the layout's key order.
 
 Every encoder announces ``features_dim``.
@@ -71,7 +71,10 @@ class ImageEncoder(nn.Module):
     Pixels are scaled inside the network (storage keeps uint8). With ``onehot`` encoding each
     channel's integer codes ``0..codes-1`` become ``codes`` binary planes (``C * codes`` input
     channels): symbolic grids such as MiniGrid's (object, colour, state) codes are categories, not
-    intensities, and dividing them by 255 would squeeze them into [0, 0.04]. The Nature CNN adds
+    intensities, and dividing them by 255 would squeeze them into [0, 0.04]. ``embed`` encoding
+    maps each cell to the sum of a learned vector per (channel, code) (``image_embed_dim`` wide):
+    the same function as one-hot planes followed by a 1x1 convolution, at a fraction of the cost of
+    convolving ``C * codes`` planes. The Nature CNN adds
     its 512-unit linear layer; the small CNN's flattened maps are the features.
 
     The CNN runs in the channels_last memory format. With ``policy.cnn_precision = "bfloat16"``
@@ -85,8 +88,12 @@ class ImageEncoder(nn.Module):
         shape = part.shape
         self.channels_first = channels_first(shape, cfg.image_channels_first)
         c, h, w = shape if self.channels_first else (shape[2], shape[0], shape[1])
-        self.onehot = cfg.image_encoding == "onehot"
+        self.encoding = cfg.image_encoding
         self.codes = cfg.image_codes
+        if self.encoding == "embed":
+            # channel k's code j -> row k * codes + j; a cell's vector is the sum over its channels
+            self.embedding = nn.Embedding(c * self.codes, cfg.image_embed_dim)
+            self.register_buffer("code_offset", torch.arange(c) * self.codes, persistent=False)
         if cfg.image_scale is not None:
             self.scale = float(cfg.image_scale)
         else:
@@ -98,7 +105,7 @@ class ImageEncoder(nn.Module):
         if kind == "nature" and min(h, w) < NATURE_MIN_SIZE:
             raise ConfigError(f"policy.cnn = 'nature' needs images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}, "
                               f"got {h}x{w}; use 'small' or 'auto'")
-        in_channels = c * self.codes if self.onehot else c
+        in_channels = {"onehot": c * self.codes, "embed": cfg.image_embed_dim}.get(self.encoding, c)
         trunk = nature_cnn(in_channels) if kind == "nature" else small_cnn(in_channels, min(h, w))
         with torch.no_grad():
             flat = trunk(torch.zeros(1, in_channels, h, w)).shape[1]
@@ -115,11 +122,14 @@ class ImageEncoder(nn.Module):
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         if not self.channels_first:
             image = image.permute(0, 3, 1, 2)
-        if self.onehot:
+        if self.encoding == "onehot":
             b, c, h, w = image.shape
             codes = image.long().clamp_(0, self.codes - 1)
             x = nn.functional.one_hot(codes, self.codes).permute(0, 1, 4, 2, 3).reshape(b, c * self.codes, h, w)
             x = x.float()
+        elif self.encoding == "embed":
+            codes = image.long().clamp_(0, self.codes - 1).permute(0, 2, 3, 1) + self.code_offset  # [B, H, W, C]
+            x = self.embedding(codes).sum(3).permute(0, 3, 1, 2)  # [B, D, H, W]
         else:
             x = image.float() * self.scale
         # channels_last: oneDNN's fast layout for convolutions on the CPU (the same values either way)

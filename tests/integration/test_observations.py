@@ -125,6 +125,18 @@ def test_symbolic_grids_are_one_hot_encoded():
     assert torch.equal(x.view(2, 3, 11, 7, 7).argmax(2), grid.permute(0, 3, 1, 2).long())
 
 
+def test_embedded_codes_equal_one_hot_planes_through_a_1x1_convolution():
+    part = obs_layout(gym.spaces.Box(0, 255, (7, 7, 3), np.uint8)).parts[None]
+    encoder = ImageEncoder(part, PolicyConfig(image_encoding="embed", image_codes=11, image_embed_dim=5))
+    seen = {}
+    encoder.net[0].register_forward_hook(lambda _m, inputs, _o: seen.update(x=inputs[0]))
+    grid = torch.randint(0, 11, (2, 7, 7, 3), dtype=torch.uint8)
+    assert encoder(grid).shape == (2, encoder.features_dim)
+    planes = torch.nn.functional.one_hot(grid.long(), 11).permute(0, 3, 4, 1, 2).reshape(2, 33, 7, 7).float()
+    weight = encoder.embedding.weight.detach().T[:, :, None, None]  # [5, 33, 1, 1]
+    assert torch.allclose(seen["x"], torch.nn.functional.conv2d(planes, weight), atol=1e-6)
+
+
 def test_share_encoder_setting():
     space = gym.spaces.Box(0, 255, (7, 7, 3), np.uint8)
     assert ActorCritic(space, gym.spaces.Discrete(3), PolicyConfig()).critic_encoder is None
