@@ -94,6 +94,9 @@ def plot_parser() -> argparse.ArgumentParser:
 def run(argv: list[str], stop: StopRequest) -> int:
     if argv[:1] == ["eval"]:
         args = eval_parser().parse_args(argv[1:])
+        import torch
+
+        torch.set_num_threads(1)  # as run.torch_threads' default: small policies are fastest on one thread
         from shell.evaluation import eval_checkpoint
 
         result = eval_checkpoint(args.target, args.episodes, args.video, args.device, stop)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 import torch
 
 from shell.errors import ConfigError
+from shell.files import atomic_write
 
 FORMAT_VERSION = 1
 
@@ -23,21 +22,7 @@ def save_checkpoint(path: Path, state: dict[str, Any], on_written: Callable[[], 
     partial one. ``on_written`` is called between the fsync and the rename (the
     fault-injection point of shell/faults.py).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format_version": FORMAT_VERSION, **state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        if on_written is not None:
-            on_written()
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, lambda f: torch.save({"format_version": FORMAT_VERSION, **state}, f), on_written)
 
 
 def latest_checkpoint(folder: Path) -> Path:

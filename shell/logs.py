@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from shell.files import atomic_write
 
 CSV_FIELDS = ("update", "env_steps", "seconds", "sps", "learning_rate", "policy_loss", "value_loss", "entropy",
               "approx_kl", "clipfrac", "explained_variance", "grad_norm", "epochs", "episodic_return",
@@ -50,19 +50,6 @@ def _complete_rows(path: Path, up_to_update: int) -> list[dict[str, str]]:
     return [rows[u] for u in sorted(rows)]
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class RunLogs:
     """metrics.csv and TensorBoard of one run (rank 0 only), opened at update ``update``.
 
@@ -79,10 +66,12 @@ class RunLogs:
         writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(_complete_rows(self.path, update))
-        _write_atomically(self.path, buffer.getvalue())
+        atomic_write(self.path, lambda f: f.write(buffer.getvalue().encode()))
         self._file = open(self.path, "a", newline="")
         self._csv = csv.DictWriter(self._file, fieldnames=CSV_FIELDS, lineterminator="\n")
-        self._tensorboard = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=env_steps or None)
+        # events after the checkpoint's own step are purged (its update's row was written before it)
+        self._tensorboard = SummaryWriter(log_dir=str(run_dir / "tensorboard"),
+                                          purge_step=env_steps + 1 if env_steps else None)
 
     def write(self, row: dict[str, Any]) -> None:
         """Append one update's row to metrics.csv (flushed) and its scalars to TensorBoard."""

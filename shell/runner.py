@@ -394,7 +394,7 @@ class Trainer:
             "updates": self.update,
             "train_seconds": round(self.train_seconds, 3),
             "sps": round(self.env_steps / seconds, 1),
-            **eval_fields(outcome or EvalResult([], 0, 0)),
+            **eval_fields(outcome or EvalResult([], 0, cfg.run.eval_max_episode_steps or 0)),
             "run_dir": str(self.run_dir),
             "checkpoint": str(checkpoint) if checkpoint else None,
             "world_size": self.dist.world_size,
@@ -448,9 +448,13 @@ def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None
         raise ConfigError(f"--resume {run_dir}: no such run dir")
     path = latest_checkpoint(run_dir / "checkpoints")
     state = load_checkpoint(path)
-    if total_timesteps is not None and total_timesteps <= state["env_steps"]:
-        raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps; "
-                          f"--total-timesteps {total_timesteps} must be larger")
+    if total_timesteps is not None:
+        # totals round up to whole updates: the same flags again (e.g. after a preemption) are fine
+        saved = state["config"]
+        step_batch = saved["env"]["num_envs"] * saved["ppo"]["num_steps"] * state.get("world_size", 1)
+        if -(-total_timesteps // step_batch) < state["update"]:
+            raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps "
+                              f"({state['update']} updates); --total-timesteps {total_timesteps} is fewer")
     config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
     if dist is None or dist.is_main:
         for stale in path.parent.glob(".*.tmp"):

@@ -41,6 +41,17 @@ def check_run_dir(run: Path, updates: int = UPDATES) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["env_steps"] == updates * 64 and summary["interrupted"] is False
     assert summary["eval_episodes"] == 2
+    # TensorBoard holds every update's step exactly once too (purged past the checkpoint on resume)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("train/sps")] == [64 * u for u in range(1, updates + 1)]
+    # the contract files are readable as any file the process writes (not mkstemp's 0600)
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in (run / "metrics.csv", latest_checkpoint(run / "checkpoints")):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path
     plot = run_main("plot", str(run), "--out", str(run / "curve.png"))
     assert plot.returncode == 0, plot.stderr[-2000:]
     assert (run / "curve.png").read_bytes()[:4] == b"\x89PNG"
@@ -114,3 +125,15 @@ def test_failure_before_any_checkpoint_names_none(main, tmp_path):
     assert proc.returncode == 1
     line = proc.stderr.strip().splitlines()[-1]
     assert "no checkpoint was written yet" in line and "checkpoints" not in line
+
+
+def test_resume_with_the_same_total_again_finishes_and_a_smaller_one_is_refused(main, tmp_path):
+    # 200 steps round up to 4 updates of 64 (256 steps); resending the same flags must work
+    run = tmp_path / "run"
+    args = [*ARGS[:-1], "200", "--set", "run.eval_episodes=1"]
+    assert main(*args, "--run-dir", str(run)).returncode == 0
+    again = main("--resume", str(run), "--total-timesteps", "200")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout.strip().splitlines()[-1])["env_steps"] == 256
+    fewer = main("--resume", str(run), "--total-timesteps", "150")
+    assert fewer.returncode == 2 and "is fewer" in fewer.stderr.strip().splitlines()[-1]
