@@ -37,7 +37,7 @@ from shell.storage import RolloutStorage
 
 __all__ = ["CSV_FIELDS", "Trainer", "resume", "train"]
 
-LOG_PROB_CHUNK = 256  # images and dicts: the rollout's batched log-prob pass in pieces, to bound memory
+LOG_PROB_CHUNK_ELEMENTS = 4_194_304  # the rollout's log-prob pass in pieces of at most 16 MB of float input
 
 
 def resolve_device(name: str, dist: Dist | None = None) -> torch.device:
@@ -243,7 +243,8 @@ class Trainer:
             # log pi_old and V(s_t) of the whole rollout in batched passes (same parameters as at each step)
             b_obs = map_obs(lambda x: x.flatten(0, 1), storage.obs)
             b_raw = storage.raw_actions.flatten(0, 1)
-            chunk = LOG_PROB_CHUNK if isinstance(b_obs, dict) or b_obs.dim() > 2 else len(b_raw)
+            per_sample = sum(x[0].numel() for x in (b_obs.values() if isinstance(b_obs, dict) else [b_obs]))
+            chunk = max(256, LOG_PROB_CHUNK_ELEMENTS // per_sample)  # Atari frames: 256; vectors: whole rollouts
             parts = [agent.log_prob_and_value(map_obs(lambda x, i=i: x[i:i + chunk], b_obs), b_raw[i:i + chunk])
                      for i in range(0, len(b_raw), chunk)]
             storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
