@@ -171,9 +171,14 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
         extra = next((e for k, e in EXTRAS.items() if k in str(exc).lower()), None)
         hint = f'pip install -e ".[{extra}]"' if extra else "install the package it names"
         raise ConfigError(f"env {cfg.id!r} needs a missing optional dependency; run: {hint}") from None
-    except (gym.error.Error, ModuleNotFoundError, AttributeError, ValueError, TypeError, KeyError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        where = f" (env.kwargs = {dict(cfg.kwargs)!r})" if cfg.kwargs and isinstance(exc, TypeError) else ""
+    except Exception as exc:  # an env that cannot be built from this config: bad id, kwarg, or an assert inside it
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        if not msg or isinstance(exc, AssertionError):
+            msg = type(exc).__name__ + (f": {msg}" if msg else "")
+        context = [f"env.kwargs = {dict(cfg.kwargs)!r}"] if cfg.kwargs else []
+        if cfg.obs_keys is not None:
+            context.append(f"env.obs_keys = {list(cfg.obs_keys)!r}")
+        where = f" ({'; '.join(context)})" if context and not isinstance(exc, gym.error.Error) else ""
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
 
 

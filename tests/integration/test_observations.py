@@ -166,6 +166,14 @@ def test_a_bad_env_kwarg_is_one_line_and_leaves_no_run_dir(main, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_an_env_that_asserts_on_its_kwargs_is_one_line_and_leaves_no_run_dir(main, tmp_path):
+    # MiniGrid asserts width >= 3 inside its constructor: an AssertionError, not a TypeError
+    proc = main("--config", "doorkey", "--set", "env.kwargs.size=2", "--run-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "AssertionError" in line and "env.kwargs = {'size': 2}" in line and not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize(("env_id", "needle"), [("TextKeyObs-v0", "Text"), ("CustomKeyObs-v0", "_CustomSpace")])
 def test_unencodable_keys_are_refused_through_the_cli(main, tmp_path, env_id, needle):
     proc = main("--config", "cartpole", "--set", f"env.id={CUSTOM}:{env_id}", "--run-dir", str(tmp_path / "r"))
