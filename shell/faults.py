@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 
-PHASES = ("rollout", "update", "checkpoint", "eval")
 _KILL_AT = os.environ.get("PPO_CORE_KILL_AT")
 
 

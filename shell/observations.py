@@ -142,11 +142,6 @@ def map_obs(fn: Callable[[torch.Tensor], torch.Tensor], obs: Obs) -> Obs:
     return fn(obs)
 
 
-def batch_size(obs: Obs) -> int:
-    """The leading (batch) size of an observation."""
-    return next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
-
-
 def stack_final_obs(obs: Any, final: np.ndarray, mask: np.ndarray, layout: ObsLayout) -> Any:
     """The true last observations: ``obs`` with the rows under ``mask`` replaced by ``final``.
 
