@@ -8,6 +8,7 @@ fastest setting on a 2-core machine. Needs the bench extra: ``pip install -e ".[
     python bench/vs_sb3.py pendulum [--seeds 0 1 2]      # writes bench/results/pendulum_vs_sb3.json
     python bench/vs_sb3.py cartpole
     python bench/vs_sb3.py doorkey                       # SB3 on seed 0 only (--sb3-seeds), ours on 0 1 2
+    python bench/vs_sb3.py cartpole-lstm                 # sb3-contrib RecurrentPPO on seed 0; also pendulum-lstm
 
 ``--sb3-seeds`` runs SB3 on only some of the seeds (default: all; doorkey: 0, as SB3 takes about
 two minutes there); each row then has SB3's fields only where SB3 ran. The file holds the rows and a
@@ -39,11 +40,11 @@ def timed(cmd: list[str]) -> tuple[float, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("env", choices=("pendulum", "cartpole", "doorkey"))
+    parser.add_argument("env", choices=("pendulum", "cartpole", "doorkey", "cartpole-lstm", "pendulum-lstm"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sb3-seeds", type=int, nargs="+", help="seeds SB3 runs on (default: --seeds; doorkey: 0)")
     args = parser.parse_args()
-    sb3_seeds = args.sb3_seeds or ([0] if args.env == "doorkey" else args.seeds)
+    sb3_seeds = args.sb3_seeds or ([0] if args.env in ("doorkey", "cartpole-lstm", "pendulum-lstm") else args.seeds)
     if not set(sb3_seeds) <= set(args.seeds):
         parser.error(f"--sb3-seeds {sb3_seeds} must be among --seeds {args.seeds}")
     out = ROOT / "bench" / "results" / f"{args.env}_vs_sb3.json"

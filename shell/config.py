@@ -132,6 +132,12 @@ class PolicyConfig:
                                 _one_of("float32", "bfloat16"))
     image_codes: int = _field(16, "image_encoding = 'onehot' or 'embed': codes 0..image_codes-1 per channel.",
                               _range(2))
+    recurrent: str = _field("none", "Recurrent core between encoder and heads: 'none', 'lstm' or 'gru'.",
+                            _one_of("none", "lstm", "gru"))
+    rnn_hidden_size: int = _field(64, "recurrent: width of the LSTM/GRU state.", _range(1))
+    share_rnn: bool = _field(False, "recurrent: actor and critic share one recurrent core (default: one each).")
+    seq_len: int = _field(0, "recurrent: update on sequences of this many steps with their stored start states "
+                             "(0 = whole env columns of the rollout); must divide ppo.num_steps.", _range(0))
 
 
 @_section("ppo")
@@ -194,6 +200,15 @@ class Config:
     def __attrs_post_init__(self) -> None:
         if self.run.eval_every and not self.run.eval_episodes:
             raise ConfigError(f"run.eval_every = {self.run.eval_every} needs run.eval_episodes >= 1")
+        if self.policy.recurrent != "none":
+            seq_len = self.policy.seq_len or self.ppo.num_steps
+            if self.ppo.num_steps % seq_len:
+                raise ConfigError(f"policy.seq_len = {seq_len} does not divide ppo.num_steps = {self.ppo.num_steps}")
+            sequences = self.env.num_envs * (self.ppo.num_steps // seq_len)
+            if sequences % self.ppo.num_minibatches:
+                raise ConfigError(
+                    f"a recurrent rollout has env.num_envs * ppo.num_steps / policy.seq_len = {sequences} "
+                    f"sequences, not divisible by ppo.num_minibatches = {self.ppo.num_minibatches}")
         if self.batch_size % self.ppo.num_minibatches:
             raise ConfigError(
                 f"env.num_envs * ppo.num_steps = {self.batch_size} is not divisible by "

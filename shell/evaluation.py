@@ -84,11 +84,14 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
         obs = env.reset(seed=seed + EVAL_SEED_OFFSET)
         ep_return = np.zeros(episodes)
         ep_length = np.zeros(episodes, dtype=np.int64)
+        state = agent.initial_state(episodes, device)  # a recurrent policy's state, carried through each episode
+        start = torch.ones(episodes, dtype=torch.bool, device=device)
         with torch.inference_mode():
             while any(r is None for r in returns):
                 if stop is not None:
                     stop.check()
-                step = env.step(agent.act(obs, deterministic=True))
+                action, state = agent.act_step(obs, state, start, deterministic=True)
+                step = env.step(action)
                 if on_step is not None:
                     on_step()
                 ep_return += step.reward.cpu().numpy()
@@ -102,6 +105,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                         truncated += int(not terminated[i])
                 ep_return[done] = 0.0
                 ep_length[done] = 0
+                start = step.terminated | step.truncated
                 obs = step.obs
     except gym.error.DependencyNotInstalled as exc:
         raise ConfigError(f"rendering {env_cfg.id} needs a missing package ({exc}); "
@@ -222,6 +226,11 @@ class Policy:
     space's shape and dtype, inside its bounds (shell.actions.to_env_action), with
     the same batch-ness as the input.
 
+    A recurrent policy keeps its state per env between calls (row i of a batch is env i; one
+    observation is env 0). Call :meth:`reset` before a new episode, for all envs or for some
+    (``policy.reset([2])``), or pass ``episode_start`` (``[N]`` bool) to restart those rows.
+    A call with a different batch size starts every env afresh.
+
     Args:
         agent: the ActorCritic.
         observation_space: the env's observation space.
@@ -234,8 +243,24 @@ class Policy:
         self.action_space = action_space if action_space is not None else agent.action_space
         self.device = next(agent.parameters()).device
         self.layout = obs_layout(observation_space)
+        self.state: torch.Tensor | None = None  # recurrent policies: [N, S] after the last call
+        self._start: torch.Tensor | None = None  # rows whose next observation starts an episode
 
-    def __call__(self, obs: Any) -> np.ndarray:
+    @property
+    def recurrent(self) -> bool:
+        return bool(getattr(self.agent, "recurrent", False))
+
+    def reset(self, env_indices: Any = None) -> None:
+        """Start a new episode in every env (``None``) or in the given envs (recurrent policies;
+        a no-op for feed-forward ones)."""
+        if self._start is None or env_indices is None:
+            self.state = self._start = None
+        else:
+            start = self._start.clone()  # a plain tensor: the stored one was made in inference mode
+            start[torch.as_tensor(env_indices, dtype=torch.long, device=self.device)] = True
+            self._start = start
+
+    def __call__(self, obs: Any, episode_start: Any = None) -> np.ndarray:
         if self.layout.is_dict:
             obs = {key: np.asarray(obs[key]) for key in self.layout.parts}
             single = all(obs[key].shape == tuple(p.space.shape) for key, p in self.layout.parts.items())
@@ -244,9 +269,21 @@ class Policy:
             obs = np.asarray(obs)
             single = obs.shape == tuple(self.observation_space.shape)
             batch = obs[None] if single else obs
+        tensor = to_tensor(batch, self.layout, self.device)
         with torch.inference_mode():
-            action = to_env_action(self.agent.act(to_tensor(batch, self.layout, self.device), deterministic=True),
-                                   self.action_space)
+            if not self.recurrent:
+                return_action = self.agent.act(tensor, deterministic=True)
+            else:
+                n = len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
+                if self.state is None or self.state.shape[0] != n:
+                    self.state = self.agent.initial_state(n, self.device)
+                    self._start = torch.ones(n, dtype=torch.bool, device=self.device)
+                if episode_start is not None:
+                    self._start |= torch.as_tensor(np.asarray(episode_start, dtype=bool).reshape(n),
+                                                   device=self.device)
+                return_action, self.state = self.agent.act_step(tensor, self.state, self._start, deterministic=True)
+                self._start = torch.zeros_like(self._start)
+            action = to_env_action(return_action, self.action_space)
         return action[0] if single else action
 
 

@@ -25,14 +25,21 @@ class PPO:
     """
 
     def __init__(self, agent: nn.Module, cfg: PPOConfig, ent_coef: float, generator: torch.Generator | None = None,
-                 dist: Dist | None = None):
+                 dist: Dist | None = None, seq_len: int = 0):
         self.agent = agent
+        self.seq_len = seq_len  # recurrent policies: update on sequences of this many steps (0: single steps)
         self.cfg = cfg
         self.ent_coef = ent_coef
         self.generator = generator
         self.dist = dist or Dist()
         self.params = list(agent.parameters())
         self.optimizer = Adam(self.params, lr=cfg.learning_rate, eps=cfg.adam_eps)
+
+    def _minibatches(self, storage: RolloutStorage):
+        """Shuffled single steps, or for a recurrent policy shuffled sequences of ``seq_len`` steps."""
+        if self.seq_len:
+            return storage.sequence_minibatches(self.cfg.num_minibatches, self.seq_len, self.generator)
+        return storage.minibatches(self.cfg.num_minibatches, self.generator)
 
     def set_learning_rate(self, lr: float) -> None:
         self.optimizer.lr = lr
@@ -68,8 +75,13 @@ class PPO:
         for _ in range(cfg.update_epochs):
             epoch_kl = torch.zeros((), device=sums.device)
             n_mb = 0
-            for mb in storage.minibatches(cfg.num_minibatches, self.generator):
-                new_log_prob, entropy, new_value = self.agent.evaluate(mb["obs"], mb["raw_actions"], self.generator)
+            for mb in self._minibatches(storage):
+                if self.seq_len:
+                    new_log_prob, entropy, new_value = self.agent.evaluate_sequences(
+                        mb["obs"], mb["raw_actions"], mb["states"], mb["episode_starts"], self.generator)
+                else:
+                    new_log_prob, entropy, new_value = self.agent.evaluate(mb["obs"], mb["raw_actions"],
+                                                                           self.generator)
                 mb_advantages = mb["advantages"]
                 if cfg.norm_adv:
                     mb_advantages = self._normalize(mb_advantages)

@@ -124,11 +124,16 @@ class Trainer:
         self.ent_coef = (config.ppo.ent_coef if config.ppo.ent_coef is not None
                          else default_ent_coef(self.env.action_space))
         self.dist.broadcast_parameters(self.agent)
-        self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator, self.dist)
+        seq_len = (config.policy.seq_len or config.ppo.num_steps) if self.agent.recurrent else 0
+        self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator, self.dist, seq_len)
         # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
+        state = self.agent.initial_state(config.env.num_envs, self.device)
         self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.agent.layout,
                                       self.agent.actor.raw_action_shape, self.agent.actor.raw_action_dtype,
-                                      self.device)
+                                      self.device, state_size=0 if state is None else state.shape[1])
+        # a recurrent policy's state per sub-env, carried across rollouts, and which observations start an episode
+        self.rnn_state = state
+        self.episode_start = torch.ones(config.env.num_envs, dtype=torch.bool, device=self.device)
         self.update = 0
         self.env_steps = 0
         self.train_seconds = 0.0
@@ -217,6 +222,7 @@ class Trainer:
         normalize = agent.obs_normalizer.normalize
         halfway = storage.num_steps // 2
         sign_reward = self.config.env.sign_reward
+        recurrent = agent.recurrent
         with torch.inference_mode():
             for t in range(storage.num_steps):
                 if t == halfway:
@@ -224,31 +230,46 @@ class Trainer:
                 if not self.dist.enabled:
                     self.stop.check()
                 norm_obs = normalize(obs, update=True)
-                action, raw_action = agent.sample_action(norm_obs, self.generator)
+                if recurrent:  # log pi_old and V(s_t) step by step, with the state carried per sub-env
+                    state, start = self.rnn_state, self.episode_start
+                    sample, self.rnn_state = agent.sample_step(norm_obs, state, start, self.generator)
+                    action, raw_action = sample.action, sample.raw_action
+                else:
+                    action, raw_action = agent.sample_action(norm_obs, self.generator)
                 step = self.env.step(action)
                 done = step.terminated | step.truncated
                 reward = step.reward.sign() if sign_reward else step.reward  # statistics keep the score
                 reward = self.reward_scaler.scale(reward, done) * self.config.ppo.reward_scale
                 if step.final_obs is not None:
                     # Time-limit truncation bootstraps from V(final_obs) (DESIGN.md, "Truncation"),
-                    # the final observation normalised with the same statistics.
-                    reward = core.bootstrap_truncated(reward, step.terminated, step.truncated,
-                                                      agent.value(normalize(step.final_obs)), gamma)
-                storage.add(norm_obs, raw_action, reward, done)
+                    # the final observation normalised with the same statistics (and, for a
+                    # recurrent policy, the ended episode's state).
+                    final = normalize(step.final_obs)
+                    value = agent.value_step(final, self.rnn_state) if recurrent else agent.value(final)
+                    reward = core.bootstrap_truncated(reward, step.terminated, step.truncated, value, gamma)
+                if recurrent:
+                    storage.add(norm_obs, raw_action, reward, done, (sample.log_prob, sample.value), state, start)
+                    self.episode_start = done  # the reset rule: an ended episode's state restarts next step
+                else:
+                    storage.add(norm_obs, raw_action, reward, done)
                 ended = step.episode_done
                 if ended is not None:
                     episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
                                              torch.where(ended, step.episode_length, 0).sum())).to(episodes.dtype)
                 obs = step.obs
-            # log pi_old and V(s_t) of the whole rollout in batched passes (same parameters as at each step)
-            b_obs = map_obs(lambda x: x.flatten(0, 1), storage.obs)
-            b_raw = storage.raw_actions.flatten(0, 1)
-            per_sample = sum(x[0].numel() for x in (b_obs.values() if isinstance(b_obs, dict) else [b_obs]))
-            chunk = max(256, LOG_PROB_CHUNK_ELEMENTS // per_sample)  # Atari frames: 256; vectors: whole rollouts
-            parts = [agent.log_prob_and_value(map_obs(lambda x, i=i: x[i:i + chunk], b_obs), b_raw[i:i + chunk])
-                     for i in range(0, len(b_raw), chunk)]
-            storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
-            storage.compute_advantages(agent.value(normalize(obs)), gamma, self.config.ppo.gae_lambda)
+            if not recurrent:
+                # log pi_old and V(s_t) of the whole rollout in batched passes (same parameters as at each step)
+                b_obs = map_obs(lambda x: x.flatten(0, 1), storage.obs)
+                b_raw = storage.raw_actions.flatten(0, 1)
+                per_sample = sum(x[0].numel() for x in (b_obs.values() if isinstance(b_obs, dict) else [b_obs]))
+                chunk = max(256, LOG_PROB_CHUNK_ELEMENTS // per_sample)  # Atari frames: 256; vectors: whole rollouts
+                parts = [agent.log_prob_and_value(map_obs(lambda x, i=i: x[i:i + chunk], b_obs), b_raw[i:i + chunk])
+                         for i in range(0, len(b_raw), chunk)]
+                storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
+                last_value = agent.value(normalize(obs))
+            else:
+                last_value = agent.value_step(normalize(obs), self.rnn_state, self.episode_start)
+            storage.compute_advantages(last_value, gamma, self.config.ppo.gae_lambda)
         agent.obs_normalizer.commit(self.dist)
         self.reward_scaler.commit(self.dist)
         return obs, episodes
@@ -297,6 +318,7 @@ class Trainer:
             offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
             obs = self.env.reset(seed=cfg.run.seed + offset)
             self.reward_scaler.reset_returns()
+            self.episode_start.fill_(True)
             start = time.perf_counter() - self.train_seconds
             while self.update < num_updates:
                 self._check_stop()

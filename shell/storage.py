@@ -19,7 +19,7 @@ class RolloutStorage:
     """
 
     def __init__(self, num_steps: int, num_envs: int, layout: ObsLayout | int, action_shape: tuple[int, ...],
-                 action_dtype: torch.dtype, device: torch.device):
+                 action_dtype: torch.dtype, device: torch.device, state_size: int = 0):
         T, N = num_steps, num_envs
         self.num_steps, self.num_envs = T, N
         if isinstance(layout, int):  # a flat observation of that size
@@ -35,12 +35,19 @@ class RolloutStorage:
         self.dones = torch.zeros((T, N), dtype=torch.bool, device=device)
         self.advantages = torch.zeros((T, N), device=device)
         self.returns = torch.zeros((T, N), device=device)
+        # recurrent policies: the state before each step (before the reset rule) and the episode-start flags
+        self.states = torch.zeros((T, N, state_size), device=device) if state_size else None
+        self.episode_starts = torch.zeros((T, N), dtype=torch.bool, device=device) if state_size else None
         self.step = 0
 
-    def add(self, obs: Obs, raw_action: torch.Tensor, reward: torch.Tensor, done: torch.Tensor) -> None:
+    def add(self, obs: Obs, raw_action: torch.Tensor, reward: torch.Tensor, done: torch.Tensor,
+            sample: tuple[torch.Tensor, torch.Tensor] | None = None, state: torch.Tensor | None = None,
+            episode_start: torch.Tensor | None = None) -> None:
         """Write step ``self.step``; raises RuntimeError when the storage is full.
 
-        ``log_probs`` and ``values`` are filled for the whole rollout at once afterwards.
+        A feed-forward rollout fills ``log_probs`` and ``values`` for the whole rollout at once
+        afterwards; a recurrent one passes ``sample = (log_prob, value)`` of the step, the
+        ``state [N, S]`` it started from and its ``episode_start [N]`` flags.
         """
         t = self.step
         if t >= self.num_steps:
@@ -53,6 +60,11 @@ class RolloutStorage:
         self.raw_actions[t] = raw_action
         self.rewards[t] = reward
         self.dones[t] = done
+        if sample is not None:
+            self.log_probs[t], self.values[t] = sample
+        if self.states is not None:
+            self.states[t] = state
+            self.episode_starts[t] = episode_start
         self.step = t + 1
 
     def reset(self) -> None:
@@ -90,3 +102,38 @@ class RolloutStorage:
         for start in range(0, size * num_minibatches, size):
             mb_inds = perm[start:start + size]
             yield {k: map_obs(lambda x, i=mb_inds: x[i], v) for k, v in b.items()}
+
+    def sequence_minibatches(self, num_minibatches: int, seq_len: int,
+                             generator: torch.Generator | None = None) -> Iterator[dict]:
+        """Minibatches of whole sequences for a recurrent policy.
+
+        The ``[T, N]`` rollout is cut into ``N * T / seq_len`` sequences of ``seq_len`` steps
+        (``seq_len = T``: whole env columns), shuffled with ``torch.randperm`` on the device and
+        split into ``num_minibatches`` equal groups of B sequences. Each minibatch holds ``obs``
+        and ``raw_actions`` ``[L, B, ...]``, ``episode_starts [L, B]``, ``states [B, S]`` (the stored
+        state before each sequence's first step), and ``log_probs``, ``values``, ``advantages``,
+        ``returns`` ``[L*B]`` in the time-major order of :meth:`ActorCritic.evaluate_sequences`.
+        """
+        T, N, L = self.num_steps, self.num_envs, seq_len
+        K = T // L
+
+        def to_sequences(x: torch.Tensor) -> torch.Tensor:  # [T, N, ...] -> [L, K*N, ...]
+            return x.reshape(K, L, N, *x.shape[2:]).transpose(0, 1).reshape(L, K * N, *x.shape[2:])
+
+        b = {
+            "obs": map_obs(to_sequences, self.obs),
+            "raw_actions": to_sequences(self.raw_actions),
+            "episode_starts": to_sequences(self.episode_starts),
+            "log_probs": to_sequences(self.log_probs),
+            "values": to_sequences(self.values),
+            "advantages": to_sequences(self.advantages),
+            "returns": to_sequences(self.returns),
+        }
+        states = self.states.reshape(K, L, N, -1)[:, 0].reshape(K * N, -1)
+        perm = torch.randperm(K * N, device=self.values.device, generator=generator)
+        for mb_inds in perm.chunk(num_minibatches):
+            mb = {k: map_obs(lambda x, i=mb_inds: x[:, i], v) for k, v in b.items()}
+            for key in ("log_probs", "values", "advantages", "returns"):
+                mb[key] = mb[key].flatten()
+            mb["states"] = states[mb_inds]
+            yield mb

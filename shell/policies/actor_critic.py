@@ -10,10 +10,11 @@ from torch import nn
 
 from shell.config import PolicyConfig
 from shell.normalization import ObsNormalizer
-from shell.observations import Obs, obs_layout
+from shell.observations import Obs, map_obs, obs_layout
 from shell.policies.encoders import has_image, make_encoder
 from shell.policies.heads import ActionSample, make_actor
 from shell.policies.layers import mlp
+from shell.policies.recurrent import RecurrentCore
 
 
 class ActorCritic(nn.Module):
@@ -47,10 +48,17 @@ class ActorCritic(nn.Module):
         self.observation_space = observation_space
         self.action_space = action_space
         self.obs_normalizer = ObsNormalizer(layout, normalize_obs, obs_clip)
-        self.shared = cfg.share_encoder if cfg.share_encoder is not None else has_image(layout)
+        self.recurrent = cfg.recurrent != "none"
+        share_rnn = self.recurrent and cfg.share_rnn
+        self.shared = share_rnn or (cfg.share_encoder if cfg.share_encoder is not None else has_image(layout))
         self.encoder = make_encoder(layout, cfg)
         self.critic_encoder = None if self.shared else make_encoder(layout, cfg)
         features = self.encoder.features_dim
+        self.rnn = RecurrentCore(cfg.recurrent, features, cfg.rnn_hidden_size) if self.recurrent else None
+        self.critic_rnn = (RecurrentCore(cfg.recurrent, features, cfg.rnn_hidden_size)
+                           if self.recurrent and not share_rnn else None)
+        if self.recurrent:
+            features = cfg.rnn_hidden_size
         self.actor = make_actor(features, action_space, cfg)
         self.critic = mlp(features, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
 
@@ -65,7 +73,12 @@ class ActorCritic(nn.Module):
         Returns ``[N, A]`` float32 inside the Box (fixed components at their value, integers
         rounded), or ``[N]`` / ``[N, K]`` long indices plus the start; shell.actions.to_env_action
         casts it to the space's shape and dtype.
+
+        Raises:
+            ValueError: the policy is recurrent; use :meth:`act_step` with a state.
         """
+        if self.recurrent:
+            raise ValueError("a recurrent policy acts with act_step(raw_obs, state, episode_start)")
         features = self.encoder(self.obs_normalizer.normalize(raw_obs))
         action, _, _ = self.actor.sample(features, deterministic, generator, with_log_prob=False)
         return action
@@ -106,4 +119,93 @@ class ActorCritic(nn.Module):
         """
         actor, critic = self._features(obs)
         log_prob, entropy = self.actor.evaluate(actor, raw_action, generator)
+        return log_prob, entropy, self.critic(critic).squeeze(-1)
+
+    # ------------------------------------------------------------------ recurrent policies
+    def initial_state(self, num_envs: int, device: torch.device | None = None) -> torch.Tensor | None:
+        """The zero state ``[N, S]`` float32 of ``num_envs`` sub-envs (actor core, then critic core);
+        None for a feed-forward policy."""
+        if not self.recurrent:
+            return None
+        size = self.rnn.state_size + (self.critic_rnn.state_size if self.critic_rnn is not None else 0)
+        return torch.zeros(num_envs, size, device=device if device is not None else self.critic[-1].weight.device)
+
+    def _sequence_features(self, obs: Obs, state: torch.Tensor, episode_start: torch.Tensor,
+                           actor: bool = True, critic: bool = True):
+        """Observations ``[L, B, ...]`` -> actor and critic features ``[L*B, H]`` and the state after them.
+
+        The recurrent cores apply the reset rule (shell/policies/recurrent.py); a part not asked
+        for is None, and its state passes through unchanged.
+        """
+        L, B = episode_start.shape
+        flat = map_obs(lambda x: x.flatten(0, 1), obs)
+        split = self.rnn.state_size
+        actor_state, critic_state = state[:, :split], state[:, split:]
+        encoded = self.encoder(flat).view(L, B, -1) if actor or self.critic_encoder is None else None
+        actor_out = critic_out = None
+        if actor or self.critic_rnn is None:
+            actor_out, actor_state = self.rnn(encoded, actor_state, episode_start)
+        if self.critic_rnn is None:
+            critic_out = actor_out
+        elif critic:
+            critic_in = encoded if self.critic_encoder is None else self.critic_encoder(flat).view(L, B, -1)
+            critic_out, critic_state = self.critic_rnn(critic_in, critic_state, episode_start)
+        new_state = torch.cat((actor_state, critic_state), dim=-1)
+        flatten = lambda x: None if x is None else x.flatten(0, 1)  # noqa: E731
+        return flatten(actor_out if actor else None), flatten(critic_out if critic else None), new_state
+
+    def sample_step(self, obs: Obs, state: torch.Tensor, episode_start: torch.Tensor,
+                    generator: torch.Generator | None = None) -> tuple[ActionSample, torch.Tensor]:
+        """One rollout step of a recurrent policy on normalised observations ``[N, ...]``.
+
+        ``state [N, S]`` is the state before the reset rule and ``episode_start [N]`` bool flags
+        observations that start an episode. Returns the sample (action, raw action, log_prob and
+        value ``[N]``) and the state after this step.
+        """
+        actor, critic, state = self._sequence_features(map_obs(lambda x: x.unsqueeze(0), obs), state,
+                                                       episode_start.unsqueeze(0))
+        action, raw, log_prob = self.actor.sample(actor, False, generator)
+        return ActionSample(action, raw, log_prob, self.critic(critic).squeeze(-1)), state
+
+    def value_step(self, obs: Obs, state: torch.Tensor, episode_start: torch.Tensor | None = None) -> torch.Tensor:
+        """``[N]`` values of normalised observations ``[N, ...]`` after ``state``; no restart when
+        ``episode_start`` is None (the truncation bootstrap continues the ended episode)."""
+        if episode_start is None:
+            episode_start = torch.zeros(state.shape[0], dtype=torch.bool, device=state.device)
+        _, critic, _ = self._sequence_features(map_obs(lambda x: x.unsqueeze(0), obs), state,
+                                               episode_start.unsqueeze(0), actor=False)
+        return self.critic(critic).squeeze(-1)
+
+    def act_step(self, raw_obs: Obs, state: torch.Tensor | None, episode_start: torch.Tensor | None,
+                 deterministic: bool = True,
+                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`act` for any policy: ``(action, state after this step)``.
+
+        For a feed-forward policy ``state`` is None and stays None. For a recurrent one, ``state``
+        is ``[N, S]`` (from :meth:`initial_state`) and ``episode_start [N]`` bool flags the first
+        observation of an episode (where the state restarts); only the actor's core runs.
+        """
+        if not self.recurrent:
+            return self.act(raw_obs, deterministic, generator), None
+        obs = map_obs(lambda x: x.unsqueeze(0), self.obs_normalizer.normalize(raw_obs))
+        actor, _, state = self._sequence_features(obs, state, episode_start.unsqueeze(0), critic=False)
+        action, _, _ = self.actor.sample(actor, deterministic, generator, with_log_prob=False)
+        return action, state
+
+    def evaluate_sequences(self, obs: Obs, raw_action: torch.Tensor, state: torch.Tensor,
+                           episode_start: torch.Tensor, generator: torch.Generator | None = None
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`evaluate` for a recurrent policy, replaying sequences from their start states.
+
+        Args:
+            obs: normalised observations ``[L, B, ...]`` (time-major sequences).
+            raw_action: stored raw actions ``[L, B, ...]``.
+            state: ``[B, S]`` the stored state before each sequence's first step.
+            episode_start: ``[L, B]`` bool.
+
+        Returns:
+            ``(log_prob, entropy, value)``, each ``[L*B]`` in time-major order.
+        """
+        actor, critic, _ = self._sequence_features(obs, state, episode_start)
+        log_prob, entropy = self.actor.evaluate(actor, raw_action.flatten(0, 1), generator)
         return log_prob, entropy, self.critic(critic).squeeze(-1)

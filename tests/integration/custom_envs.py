@@ -300,3 +300,39 @@ class SwitchableEnv(gym.Env):
 
 
 gym.register("Switchable-v0", entry_point=SwitchableEnv, max_episode_steps=10)
+
+
+class CueEnv(gym.Env):
+    """A memory task: a cue of +1 or -1 is shown at step 0 only; the action at step ``length - 1`` must name it.
+
+    Observation ``[cue if t == 0 else 0, t / (length - 1)]``; action Discrete(2), ignored until the
+    last step, where it pays +1 if it matches the cue (0 for -1, 1 for +1) and -1 otherwise. The
+    episode then terminates. A feed-forward policy sees nothing of the cue at the last step, so its
+    deterministic return over many episodes is about 0; a recurrent one can reach 1.
+    """
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, length: int = 4):
+        self.length, self.t, self.cue = length, 0, 1.0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.cue = 0, float(self.np_random.choice([-1.0, 1.0]))
+        return self._obs(), {}
+
+    def step(self, action):
+        last = self.t == self.length - 1
+        self.t += 1
+        if not last:
+            return self._obs(), 0.0, False, False, {}
+        reward = 1.0 if (int(action) == 1) == (self.cue > 0) else -1.0
+        return self._obs(), reward, True, False, {}
+
+    def _obs(self):
+        t = min(self.t, self.length - 1)
+        return np.array([self.cue if t == 0 else 0.0, t / (self.length - 1)], np.float32)
+
+
+gym.register("Cue-v0", entry_point=CueEnv)

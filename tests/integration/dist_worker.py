@@ -17,7 +17,8 @@ def main() -> None:
     d, _ = init_distributed("cpu")
     cfg = config_from_dict({"env": {"id": "CartPole-v1", "num_envs": 4, "normalize_obs": True,
                                     "normalize_reward": True}, "ppo": {"num_steps": 64,
-                            "num_minibatches": 4, "update_epochs": 2}, "run": {"device": "cpu", "eval_episodes": 0}})
+                            "num_minibatches": 4, "update_epochs": 2}, "run": {"device": "cpu", "eval_episodes": 0},
+                            "policy": {"recurrent": sys.argv[1] if len(sys.argv) > 1 else "none", "seq_len": 16}})
     trainer = Trainer(cfg, Path(tempfile.mkdtemp()), d)
     obs = trainer.env.reset(seed=cfg.run.seed + cfg.env.num_envs * d.rank)
     before = torch.cat([p.detach().flatten() for p in trainer.agent.parameters()])

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import ROOT
 
 
@@ -14,8 +16,9 @@ def torchrun(*args: str, cwd=ROOT, timeout: float = 300) -> subprocess.Completed
                            *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
 
 
-def test_parameters_identical_across_ranks_after_an_update():
-    proc = torchrun(str(ROOT / "tests" / "integration" / "dist_worker.py"))
+@pytest.mark.parametrize("recurrent", ["none", "lstm"])
+def test_parameters_identical_across_ranks_after_an_update(recurrent):
+    proc = torchrun(str(ROOT / "tests" / "integration" / "dist_worker.py"), recurrent)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "IDENTICAL world_size=2" in proc.stdout
 
