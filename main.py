@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 
 from shell.errors import ConfigError, TrainingError
 from shell.stop import Interrupted, StopRequest, exit_code
@@ -109,27 +110,32 @@ def run(argv: list[str], stop: StopRequest) -> int:
             result.update(interrupted=True, exit_code=exit_code(stop.signum))
     else:
         args = train_parser().parse_args(argv)
+        import torch
+
+        from shell import api
+        from shell.config import load_config
         from shell.distributed import init_distributed, shutdown
-        from shell.runner import resume, train
 
         if args.resume:
             clashes = [f for f, v in (("--config", args.config), ("--seed", args.seed), ("--run-dir", args.run_dir),
                                       ("--set", args.overrides)) if v]
             if clashes:
                 raise ConfigError(f"--resume continues a run with its saved config; drop {', '.join(clashes)}")
+            saved = Path(args.resume) / "config.toml"
+            threads = load_config(str(saved)).run.torch_threads if saved.is_file() else 1
         elif args.config is None:
             raise ConfigError("main.py: --config is required (e.g. --config pendulum.toml), or --resume RUN_DIR")
         else:
-            from shell.config import load_config
-
             config = load_config(args.config, args.overrides, seed=args.seed,
                                  total_timesteps=args.total_timesteps, device=args.device)
+            threads = config.run.torch_threads
+        torch.set_num_threads(threads)  # the CLI's choice; the library leaves global settings to its caller
         dist, _ = init_distributed(args.device or ("auto" if args.resume else config.run.device))
         try:
             if args.resume:
-                result = resume(args.resume, args.total_timesteps, args.device, dist, stop)
+                result = api.resume(args.resume, args.total_timesteps, device=args.device, dist=dist, stop=stop).summary
             else:
-                result = train(config, args.run_dir, dist, stop)
+                result = api.train(config, run_dir=args.run_dir, dist=dist, stop=stop).summary
         finally:
             shutdown()
         if not dist.is_main:

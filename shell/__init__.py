@@ -1,8 +1,25 @@
-"""The stateful half: config, envs, networks, storage, the PPO update, the runner.
+"""The stateful half: config, envs, networks, storage, the PPO update, the runner, and the Python API.
 
+``shell.train``, ``shell.resume``, ``shell.StopOnReward``, ``shell.TrainResult`` (shell/api.py) and
+``shell.load_policy`` (shell/evaluation.py) are the entry points for your own programs.
 Importing it registers ``CartPoleNoVel-v1`` and ``PendulumNoVel-v1`` with gymnasium (shell/pomdp.py).
 """
+
+from typing import Any
 
 from shell.pomdp import register as _register_pomdp
 
 _register_pomdp()
+
+_API = {"train": "shell.api", "resume": "shell.api", "StopOnReward": "shell.api", "TrainResult": "shell.api",
+        "load_policy": "shell.evaluation", "Policy": "shell.evaluation"}
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported on first use (``import shell.errors`` stays free of torch)."""
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'shell' has no attribute {name!r}")

@@ -44,6 +44,9 @@ class StepResult(NamedTuple):
             fields below too) when the env knows that none did (the gymnasium backend).
         episode_return: ``[N]`` float32 raw return of that episode (where ``episode_done``).
         episode_length: ``[N]`` long, its length (where ``episode_done``).
+        episode_start: ``[N]`` bool, ``obs`` is the first observation of an episode; None means
+            "where this step ended one" (``terminated | truncated``, SAME_STEP autoreset). A
+            NEXT_STEP source sets it on the dummy step that resets (see :class:`GymVecEnv`).
     """
 
     obs: Obs
@@ -54,6 +57,7 @@ class StepResult(NamedTuple):
     episode_done: torch.Tensor | None
     episode_return: torch.Tensor | None
     episode_length: torch.Tensor | None
+    episode_start: torch.Tensor | None = None
 
 
 def check_action_space(space: gym.Space) -> None:
@@ -182,18 +186,99 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
 
 
-class GymVecEnv:
-    """Gymnasium vector env (SAME_STEP autoreset) that speaks tensors.
+def autoreset_mode(env: gym.vector.VectorEnv) -> AutoresetMode:
+    """A vector env's ``metadata["autoreset_mode"]`` (gymnasium assumes NEXT_STEP when it is missing).
 
-    Sub-env i is seeded with ``seed + i`` at the first reset. The final
-    observation of an ended episode comes from ``info["final_obs"]`` (stacked
-    under ``info["_final_obs"]``), so no dummy transition enters a rollout.
+    Raises:
+        ConfigError: DISABLED (nothing would reset an ended episode), or not an AutoresetMode.
+    """
+    mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    if isinstance(mode, str):
+        mode = AutoresetMode(mode) if mode in {m.value for m in AutoresetMode} else mode
+    if not isinstance(mode, AutoresetMode):
+        raise ConfigError(f"the vector env's metadata['autoreset_mode'] = {mode!r} is not a gymnasium AutoresetMode")
+    if mode == AutoresetMode.DISABLED:
+        raise ConfigError("the vector env has autoreset_mode DISABLED; training needs SAME_STEP or NEXT_STEP "
+                          "(gymnasium.make_vec(..., vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}))")
+    return mode
+
+
+def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
+                     wrappers: list | None = None) -> gym.vector.VectorEnv:
+    """``num_envs`` copies of ``factory()`` in a gymnasium vector env (``env.vectorization_mode``, SAME_STEP),
+    each wrapped as a config-built sub-env is (``env.obs_keys``, the Atari chain, then ``wrappers``).
+
+    ``render_mode`` is passed to the factory when it takes a ``render_mode`` keyword.
+
+    Raises:
+        ConfigError: the factory raised (one line).
+    """
+    all_wrappers = sub_env_wrappers(cfg) + list(wrappers or [])
+
+    def make() -> gym.Env:
+        env = factory(render_mode=render_mode) if render_mode is not None else factory()
+        if cfg.max_episode_steps is not None:
+            env = gym.wrappers.TimeLimit(env, cfg.max_episode_steps)
+        for wrap in all_wrappers:
+            env = wrap(env)
+        return env
+
+    try:
+        make().close()  # fail here, in the main process, with one line
+    except Exception as exc:
+        raise ConfigError(f"the env factory {getattr(factory, '__name__', factory)!r} raised "
+                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if cfg.vectorization_mode == "async":
+        return gym.vector.AsyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP,
+                                         worker=_signal_free_worker)
+    return gym.vector.SyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+class GymVecEnv:
+    """A gymnasium vector env that speaks tensors: built from the config's id, from a factory, or given ready.
+
+    Sub-env i is seeded with ``seed + i`` at the first reset.
+
+    SAME_STEP autoreset (what this library builds): the final observation of an ended episode
+    comes from ``info["final_obs"]`` (stacked under ``info["_final_obs"]``), so no dummy
+    transition enters a rollout.
+
+    NEXT_STEP autoreset (gymnasium's default; a user's ready vector env; EnvPool): a sub-env whose
+    episode ended resets on its next step, which ignores the action and returns the first
+    observation of the new episode with reward 0. That step is a *dummy*. Here, the step that
+    ends an episode returns its final observation as ``obs`` (and as ``final_obs`` for a
+    truncation's bootstrap), and :attr:`pending_dummy` flags the sub-envs whose next step is a
+    dummy, so that the runner keeps those steps out of GAE, the losses, the normalisers and the
+    episode statistics (gymnasium's RecordEpisodeStatistics skips them itself). The dummy step's
+    ``episode_start`` marks the reset observation it returns.
+
+    Args:
+        cfg: the env config (its id is used only when ``vector_env`` is None).
+        num_envs: sub-envs to build (ignored for a given ``vector_env``).
+        vector_env: a ready ``gymnasium.vector.VectorEnv`` (SAME_STEP or NEXT_STEP).
+        factory: a ``Callable[[], gymnasium.Env]`` to build the sub-envs from.
+
+    Raises:
+        ConfigError: the env cannot be built, or has an unsupported space or autoreset mode.
     """
 
     def __init__(self, cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
-                 wrappers: list | None = None):
-        self.env = gym.wrappers.vector.RecordEpisodeStatistics(_make_vec(cfg, num_envs, render_mode, wrappers))
+                 wrappers: list | None = None, vector_env: gym.vector.VectorEnv | None = None,
+                 factory: Callable[[], gym.Env] | None = None):
+        if vector_env is not None:
+            mode = autoreset_mode(vector_env)
+            num_envs = vector_env.num_envs
+        elif factory is not None:
+            vector_env, mode = vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
+        else:
+            vector_env, mode = _make_vec(cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
+        self.next_step = mode == AutoresetMode.NEXT_STEP
+        self._pending = np.zeros(num_envs, dtype=bool)  # NEXT_STEP: sub-envs whose next step is a dummy
+        self.env = gym.wrappers.vector.RecordEpisodeStatistics(vector_env)
         self.life_loss = cfg.terminal_on_life_loss
+        if self.life_loss and self.next_step:
+            self.env.close()
+            raise ConfigError("env.terminal_on_life_loss needs a SAME_STEP vector env")
         self.lives: np.ndarray | None = None
         self.num_envs = num_envs
         self.device = device
@@ -212,8 +297,14 @@ class GymVecEnv:
     def _encode(self, obs: Any) -> Obs:
         return to_tensor(obs, self.layout, self.device)
 
+    @property
+    def pending_dummy(self) -> torch.Tensor | None:
+        """``[N]`` bool: the sub-envs whose next step is a NEXT_STEP dummy; None for a SAME_STEP env."""
+        return torch.as_tensor(self._pending, device=self.device) if self.next_step else None
+
     def reset(self, seed: int | None = None) -> Obs:
         obs, info = self.env.reset(seed=seed)
+        self._pending[:] = False
         if self.life_loss:
             self.lives = self._lives(info)
         return self._encode(obs)
@@ -239,9 +330,16 @@ class GymVecEnv:
         except Exception as exc:  # an env that raises ends training with exit 1
             name = self.env.spec.id if self.env.spec else "env"
             raise TrainingError(f"env {name} raised {type(exc).__name__}: {exc}") from exc
-        final_obs = done = ep_return = ep_length = None
+        final_obs = done = ep_return = ep_length = start = None
+        if self.next_step:
+            # The step that ends an episode returns its final observation; the next one is a dummy.
+            dummy, self._pending = self._pending, np.asarray(terminated | truncated, dtype=bool)
+            reward = np.where(dummy, 0.0, reward)
+            start = torch.as_tensor(dummy, device=self.device)
+            if np.any(truncated & ~terminated):
+                final_obs = self._encode(obs)
         # The final observation only matters for a truncation's bootstrap: skip it when nothing was truncated.
-        if "_final_obs" in info and np.any(truncated & ~terminated):
+        elif "_final_obs" in info and np.any(truncated & ~terminated):
             final_obs = self._encode(stack_final_obs(obs, info["final_obs"], info["_final_obs"], self.layout))
         if "_episode" in info:
             done = torch.as_tensor(info["_episode"], device=self.device)
@@ -262,6 +360,7 @@ class GymVecEnv:
             episode_done=done,
             episode_return=ep_return,
             episode_length=ep_length,
+            episode_start=start,
         )
 
     def close(self) -> None:
@@ -276,18 +375,28 @@ class GymVecEnv:
 
 
 def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,
-             wrappers: list | None = None):
+             wrappers: list | None = None, source: Any = None):
     """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``).
 
     ``backend = "gymnasium"`` gives a :class:`GymVecEnv`; ``backend = "torch"`` a batched
     tensor env from :mod:`shell.torch_envs` (rendering and wrappers need the gymnasium backend).
     ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``.
+    ``source`` replaces the config's id: a ``Callable[[], gymnasium.Env]`` factory, or a ready
+    ``gymnasium.vector.VectorEnv`` (used as it is: ``num_envs``, ``render_mode`` and ``wrappers``
+    do not apply to it).
 
     Raises:
         ConfigError: unknown env id, missing optional extra, unsupported space, an id
             with no torch implementation, or rendering asked of the torch backend.
     """
     num_envs = num_envs or cfg.num_envs
+    if isinstance(source, gym.vector.VectorEnv):
+        return GymVecEnv(cfg, num_envs, device, vector_env=source)
+    if source is not None:
+        if not callable(source):
+            raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
+                              f"not {type(source).__name__}")
+        return GymVecEnv(cfg, num_envs, device, render_mode, wrappers, factory=source)
     if cfg.backend == "torch":
         from shell.torch_envs import TORCH_ENVS
 

@@ -52,7 +52,8 @@ def eval_episode_cap(env_cfg: EnvConfig, run_cap: int | None, registered: int | 
 
 def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: int, device: torch.device,
              render_mode: str | None = None, wrappers: list | None = None, stop: StopRequest | None = None,
-             max_episode_steps: int | None = None, on_step: Callable[[], None] | None = None) -> EvalResult:
+             max_episode_steps: int | None = None, on_step: Callable[[], None] | None = None,
+             source: Callable[[], gym.Env] | None = None) -> EvalResult:
     """Run ``episodes`` episodes with the deterministic policy (u = mean, or argmax).
 
     One sub-env per episode, seeded ``seed + EVAL_SEED_OFFSET + i`` so the
@@ -65,7 +66,8 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     An episode still running after ``max_episode_steps`` steps (see :func:`eval_episode_cap`
     for the default) ends there and counts as truncated, so an env that never ends its
     episodes cannot keep the evaluation running forever. ``on_step`` is called after every
-    vector step (the runner's fault-injection point).
+    vector step (the runner's fault-injection point). ``source``, a ``Callable[[], gymnasium.Env]``,
+    replaces the config's env id (runs trained from a factory).
 
     Raises:
         Interrupted: ``stop`` was requested (polled once per env step).
@@ -76,7 +78,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     # Runs of another backend are evaluated on gymnasium's env of the same id; a lost life does
     # not end an evaluation episode (returns are whole games).
     env_cfg = attrs.evolve(env_cfg, backend="gymnasium", terminal_on_life_loss=False)
-    env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers)
+    env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers, source=source)
     cap = eval_episode_cap(env_cfg, max_episode_steps, env.max_episode_steps)
     returns: list[float | None] = [None] * episodes
     truncated = 0
@@ -115,14 +117,14 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     return EvalResult(returns, truncated, cap)
 
 
-def build_agent(config: Config, device: torch.device) -> tuple[torch.nn.Module, gym.Space]:
-    """An untrained agent for the config's env, and the env's observation space.
+def build_agent(config: Config, device: torch.device, source: Any = None) -> tuple[torch.nn.Module, gym.Space]:
+    """An untrained agent for the config's env (or ``source``'s), and the env's observation space.
 
     A one-env vector env is made to read the spaces.
     """
     from shell.policies import ActorCritic
 
-    env = make_env(config.env, device, num_envs=1)
+    env = make_env(config.env, device, num_envs=1, source=source)
     try:
         agent = ActorCritic(env.observation_space, env.action_space, config.policy, config.env.normalize_obs,
                             config.env.obs_clip).to(device)
@@ -141,23 +143,33 @@ def resolve_checkpoint(target: str | Path) -> Path:
     return path
 
 
-def load_agent(target: str | Path, device: str | torch.device = "cpu") -> tuple[torch.nn.Module, Config, dict]:
+def load_agent(target: str | Path, device: str | torch.device = "cpu",
+               env: Any = None) -> tuple[torch.nn.Module, Config, dict]:
     """Load ``(agent, config, checkpoint state)`` from a run dir or checkpoint file, onto ``device``.
 
+    ``env`` (a factory or vector env) gives the spaces of a run trained on one.
+
     Raises:
-        ConfigError: missing, truncated or corrupt checkpoint.
+        ConfigError: missing, truncated or corrupt checkpoint; a factory run without ``env``.
     """
-    agent, config, state, _ = _load(target, device)
+    agent, config, state, _ = _load(target, device, env)
     return agent, config, state
 
 
-def _load(target: str | Path, device: str | torch.device) -> tuple[torch.nn.Module, Config, dict, gym.Space]:
+def _load(target: str | Path, device: str | torch.device,
+          env: Any = None) -> tuple[torch.nn.Module, Config, dict, gym.Space]:
     from shell.runner import resolve_device
 
     device = resolve_device(device) if isinstance(device, str) else device
-    state = load_checkpoint(resolve_checkpoint(target), map_location=device)
+    path = resolve_checkpoint(target)
+    state = load_checkpoint(path, map_location=device)
+    kind = state.get("env_source")
+    if kind is not None and env is None:
+        what = kind.replace("_", " ")
+        raise ConfigError(f"{path} was trained on an env {what}, which its config cannot rebuild; load or evaluate "
+                          f"it from Python: shell.load_policy({str(target)!r}, env=<the same {what}>)")
     config = config_from_saved(state["config"])
-    agent, observation_space = build_agent(config, device)
+    agent, observation_space = build_agent(config, device, env)
     agent.load_state_dict(state["model"])
     agent.eval()
     return agent, config, state, observation_space
@@ -261,6 +273,13 @@ class Policy:
             self._start = start
 
     def __call__(self, obs: Any, episode_start: Any = None) -> np.ndarray:
+        """The deterministic action(s): :meth:`act` with ``deterministic=True``."""
+        return self.act(obs, True, episode_start)
+
+    def act(self, obs: Any, deterministic: bool = True, episode_start: Any = None,
+            generator: torch.Generator | None = None) -> np.ndarray:
+        """Action(s) for one observation or a batch ``[N, ...]``, as numpy in the action space's
+        shape and dtype; ``deterministic=False`` samples (from ``generator`` if given)."""
         if self.layout.is_dict:
             obs = {key: np.asarray(obs[key]) for key in self.layout.parts}
             single = all(obs[key].shape == tuple(p.space.shape) for key, p in self.layout.parts.items())
@@ -272,7 +291,7 @@ class Policy:
         tensor = to_tensor(batch, self.layout, self.device)
         with torch.inference_mode():
             if not self.recurrent:
-                return_action = self.agent.act(tensor, deterministic=True)
+                return_action = self.agent.act(tensor, deterministic, generator)
             else:
                 n = len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
                 if self.state is None or self.state.shape[0] != n:
@@ -281,18 +300,21 @@ class Policy:
                 if episode_start is not None:
                     self._start |= torch.as_tensor(np.asarray(episode_start, dtype=bool).reshape(n),
                                                    device=self.device)
-                return_action, self.state = self.agent.act_step(tensor, self.state, self._start, deterministic=True)
+                return_action, self.state = self.agent.act_step(tensor, self.state, self._start, deterministic,
+                                                                generator)
                 self._start = torch.zeros_like(self._start)
             action = to_env_action(return_action, self.action_space)
         return action[0] if single else action
 
 
-def load_policy(target: str | Path, device: str | torch.device = "cpu") -> Policy:
+def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any = None) -> Policy:
     """Load a run dir's newest checkpoint (or a named checkpoint) as a :class:`Policy` on ``device``.
+
+    A run trained from a factory or a ready vector env needs ``env`` (the same kind) for its spaces.
 
     Example:
         >>> policy = load_policy("runs/Pendulum-v1__s0__20260101-120000")
         >>> action = policy(env.reset()[0])
     """
-    agent, _, _, observation_space = _load(target, device)
+    agent, _, _, observation_space = _load(target, device, env)
     return Policy(agent, observation_space)

@@ -33,8 +33,13 @@ class RunningMoments(nn.Module):
         self.register_buffer("count", torch.zeros((), dtype=STAT_DTYPE))
         self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
-    def observe(self, batch: torch.Tensor) -> None:
-        """Add a batch ``[B, *shape]`` to the pending statistics."""
+    def observe(self, batch: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Add a batch ``[B, *shape]`` to the pending statistics; with ``mask [B]`` bool, only its rows
+        (a NEXT_STEP backend's dummy steps are left out)."""
+        if mask is not None:
+            batch = batch[mask]
+            if batch.shape[0] == 0:
+                return
         mean, var, n = core.batch_moments(batch.to(STAT_DTYPE))
         n = torch.tensor(float(n), dtype=STAT_DTYPE, device=mean.device)
         self.pending = (mean, var, n) if self.pending is None else core.merge_moments(*self.pending, mean, var, n)
@@ -84,22 +89,23 @@ class ObsNormalizer(nn.Module):
         elif flat:
             self.key_moments = nn.ModuleDict({key: RunningMoments(part.shape) for key, part in flat.items()})
 
-    def _normalize(self, obs: torch.Tensor, moments: RunningMoments, update: bool) -> torch.Tensor:
+    def _normalize(self, obs: torch.Tensor, moments: RunningMoments, update: bool,
+                   mask: torch.Tensor | None = None) -> torch.Tensor:
         if update:
-            moments.observe(obs)
+            moments.observe(obs, mask)
         mean, var, _ = moments.current()
         return core.normalize_obs(obs, mean.to(obs.dtype), var.to(obs.dtype), self.clip)
 
-    def normalize(self, obs: Obs, update: bool = False) -> Obs:
+    def normalize(self, obs: Obs, update: bool = False, mask: torch.Tensor | None = None) -> Obs:
         """Normalise an observation (``[N, S]``, or a dict of parts); with ``update`` first add it to
-        the pending statistics."""
+        the pending statistics (only the rows where ``mask [N]`` is true, when given)."""
         if self.moments is not None:
-            return self._normalize(obs, self.moments, update)
+            return self._normalize(obs, self.moments, update, mask)
         if self.key_moments is None:
             return obs
         out = dict(obs)
         for key, moments in self.key_moments.items():
-            out[key] = self._normalize(obs[key], moments, update)
+            out[key] = self._normalize(obs[key], moments, update, mask)
         return out
 
     def commit(self, dist: Dist) -> None:
@@ -126,15 +132,21 @@ class RewardScaler(nn.Module):
         self.moments = RunningMoments(()) if enabled else None
         self.discounted_return: torch.Tensor | None = None
 
-    def scale(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
-        """Scale ``[N]`` rewards of one step; ``done`` ends the envs' discounted returns after it."""
+    def scale(self, reward: torch.Tensor, done: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """Scale ``[N]`` rewards of one step; ``done`` ends the envs' discounted returns after it.
+
+        ``valid [N]`` bool (a NEXT_STEP backend): rows that are dummy steps neither enter the
+        statistics nor change their env's discounted return.
+        """
         if self.moments is None:
             return reward
         if self.discounted_return is None:
             self.discounted_return = torch.zeros_like(reward, dtype=STAT_DTYPE)
-        returns, self.discounted_return = core.discounted_return_step(
-            self.discounted_return, reward.to(STAT_DTYPE), done, self.gamma)
-        self.moments.observe(returns)
+        running = self.discounted_return
+        returns, self.discounted_return = core.discounted_return_step(running, reward.to(STAT_DTYPE), done, self.gamma)
+        if valid is not None:
+            self.discounted_return = torch.where(valid, self.discounted_return, running)
+        self.moments.observe(returns, valid)
         _, var, _ = self.moments.current()
         return core.scale_rewards(reward, var, self.clip, self.eps)
 

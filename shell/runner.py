@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,8 @@ import torch
 from tqdm import tqdm
 
 import core
-from shell.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from shell.config import Config, config_from_saved, dump_toml
+from shell.checkpoint import save_checkpoint
+from shell.config import Config, dump_toml
 from shell.distributed import Dist
 from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
@@ -35,7 +36,7 @@ from shell.ppo import PPO
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.storage import RolloutStorage
 
-__all__ = ["CSV_FIELDS", "Trainer", "resume", "train"]
+__all__ = ["CSV_FIELDS", "Trainer", "prepare_run_dir", "resolve_device"]
 
 LOG_PROB_CHUNK_ELEMENTS = 4_194_304  # the rollout's log-prob pass in pieces of at most 16 MB of float input
 
@@ -105,20 +106,27 @@ class Trainer:
     with ``interrupted: true`` (the CLI requests it on SIGINT/SIGTERM).
     """
 
-    def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None):
+    def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None,
+                 env_source: Any = None, callbacks: Sequence[Callable[[dict[str, Any]], bool | None]] = (),
+                 eval_source: Any = None, progress: bool = True, source_kind: str | None = None):
         self.config = config
         self.run_dir = Path(run_dir)
         self.dist = dist or Dist()
         self.stop = stop or StopRequest()
-        torch.set_num_threads(config.run.torch_threads)
         self.device = resolve_device(config.run.device, self.dist)
-        torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
         self.generator = torch.Generator(self.device).manual_seed(config.run.seed + self.dist.rank)
         self.num_updates = -(-config.run.total_timesteps // (config.batch_size * self.dist.world_size))
 
-        self.env = make_env(config.env, self.device)
-        self.agent = ActorCritic(self.env.observation_space, self.env.action_space, config.policy,
-                                 config.env.normalize_obs, config.env.obs_clip).to(self.device)
+        self.env_source, self.eval_source, self.source_kind = env_source, eval_source, source_kind
+        self.callbacks = list(callbacks)
+        self.progress = progress
+        self.stopped_early = False
+        self.env = make_env(config.env, self.device, source=env_source)
+        with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+            torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
+            agent = ActorCritic(self.env.observation_space, self.env.action_space, config.policy,
+                                config.env.normalize_obs, config.env.obs_clip)
+        self.agent = agent.to(self.device)
         self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
                                           config.env.reward_clip).to(self.device)
         self.ent_coef = (config.ppo.ent_coef if config.ppo.ent_coef is not None
@@ -130,7 +138,8 @@ class Trainer:
         state = self.agent.initial_state(config.env.num_envs, self.device)
         self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.agent.layout,
                                       self.agent.actor.raw_action_shape, self.agent.actor.raw_action_dtype,
-                                      self.device, state_size=0 if state is None else state.shape[1])
+                                      self.device, state_size=0 if state is None else state.shape[1],
+                                      has_dummies=getattr(self.env, "next_step", False))
         # a recurrent policy's state per sub-env, carried across rollouts, and which observations start an episode
         self.rnn_state = state
         self.episode_start = torch.ones(config.env.num_envs, dtype=torch.bool, device=self.device)
@@ -159,7 +168,7 @@ class Trainer:
             "env_steps": self.env_steps,
             "train_seconds": self.train_seconds,
             "best_eval": self.best_eval,
-            "torch_rng": torch.get_rng_state(),
+            "env_source": self.source_kind,
             "generator": self.generator.get_state(),
             "rank_generators": self.dist.gather_objects(self.generator.get_state()),
         }
@@ -172,7 +181,6 @@ class Trainer:
         self.env_steps = int(state["env_steps"])
         self.train_seconds = float(state["train_seconds"])
         self.best_eval = state["best_eval"]
-        torch.set_rng_state(state["torch_rng"])
         if state.get("world_size", 1) != self.dist.world_size:
             raise ConfigError(f"the checkpoint was written by {state.get('world_size', 1)} process(es); "
                               f"resume it with the same number, not {self.dist.world_size}")
@@ -223,13 +231,16 @@ class Trainer:
         halfway = storage.num_steps // 2
         sign_reward = self.config.env.sign_reward
         recurrent = agent.recurrent
+        next_step = getattr(self.env, "next_step", False)
         with torch.inference_mode():
             for t in range(storage.num_steps):
                 if t == halfway:
                     kill_point("rollout", self.update + 1)
                 if not self.dist.enabled:
                     self.stop.check()
-                norm_obs = normalize(obs, update=True)
+                dummy = self.env.pending_dummy if next_step else None  # NEXT_STEP: steps that only reset
+                valid = None if dummy is None else ~dummy
+                norm_obs = normalize(obs, update=True, mask=valid)
                 if recurrent:  # log pi_old and V(s_t) step by step, with the state carried per sub-env
                     state, start = self.rnn_state, self.episode_start
                     sample, self.rnn_state = agent.sample_step(norm_obs, state, start, self.generator)
@@ -239,7 +250,7 @@ class Trainer:
                 step = self.env.step(action)
                 done = step.terminated | step.truncated
                 reward = step.reward.sign() if sign_reward else step.reward  # statistics keep the score
-                reward = self.reward_scaler.scale(reward, done) * self.config.ppo.reward_scale
+                reward = self.reward_scaler.scale(reward, done, valid) * self.config.ppo.reward_scale
                 if step.final_obs is not None:
                     # Time-limit truncation bootstraps from V(final_obs) (DESIGN.md, "Truncation"),
                     # the final observation normalised with the same statistics (and, for a
@@ -248,10 +259,12 @@ class Trainer:
                     value = agent.value_step(final, self.rnn_state) if recurrent else agent.value(final)
                     reward = core.bootstrap_truncated(reward, step.terminated, step.truncated, value, gamma)
                 if recurrent:
-                    storage.add(norm_obs, raw_action, reward, done, (sample.log_prob, sample.value), state, start)
-                    self.episode_start = done  # the reset rule: an ended episode's state restarts next step
+                    storage.add(norm_obs, raw_action, reward, done, (sample.log_prob, sample.value), state, start,
+                                valid)
+                    # the reset rule: the state restarts at an episode's first observation
+                    self.episode_start = done if step.episode_start is None else step.episode_start
                 else:
-                    storage.add(norm_obs, raw_action, reward, done)
+                    storage.add(norm_obs, raw_action, reward, done, valid=valid)
                 ended = step.episode_done
                 if ended is not None:
                     episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
@@ -308,7 +321,7 @@ class Trainer:
         num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
         logs = RunLogs(self.run_dir, self.update, self.env_steps) if main else None
         progress = tqdm(total=num_updates * step_batch, initial=self.env_steps, unit="step", file=sys.stderr,
-                        dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id, disable=not main)
+                        dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id, disable=not (main and self.progress))
         outcome: EvalResult | None = None
         checkpoint: Path | None = None
         pending: dict[str, Any] | None = None  # the row of a finished update, not yet written
@@ -351,6 +364,8 @@ class Trainer:
                 row, pending = pending, None
                 if logs is not None:
                     logs.write(row)
+                if self.callbacks and self._callbacks_say_stop(row):
+                    self.stopped_early = True
                 if eval_due or (cfg.run.checkpoint_every and self.update % cfg.run.checkpoint_every == 0):
                     checkpoint = self.save()
                     if main and eval_due and row["eval_return"] == self.best_eval:
@@ -360,11 +375,13 @@ class Trainer:
                 progress.update(step_batch)
                 progress.set_postfix(sps=int(row["sps"]), refresh=False,
                                      ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
+                if self.stopped_early:
+                    break
             checkpoint = self.save()
             if main:
                 outcome = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device,
                                    stop=self.stop, max_episode_steps=cfg.run.eval_max_episode_steps,
-                                   on_step=lambda: kill_point("eval", self.update))
+                                   on_step=lambda: kill_point("eval", self.update), source=self.eval_source)
         except Interrupted as exc:
             self._signal = exc.signum
             if pending is not None and logs is not None:
@@ -382,6 +399,21 @@ class Trainer:
             print(f"interrupted by {signal.Signals(self._signal).name}: checkpoint saved to {checkpoint}; "
                   f"continue with --resume {self.run_dir}", file=sys.stderr)
         return self._write_summary(outcome, checkpoint)
+
+    def _callbacks_say_stop(self, row: dict[str, Any]) -> bool:
+        """Call every callback with the row (rank 0); True when one asks to stop (agreed by all ranks)."""
+        flag = False
+        if self.dist.is_main:
+            flag = any([bool(callback(row)) for callback in self.callbacks])
+        if self.dist.enabled:
+            flag = bool(self.dist.all_reduce_sum(torch.tensor([float(flag)], device=self.device)).item())
+        return flag
+
+    def policy(self):
+        """The trained deterministic policy as a :class:`shell.evaluation.Policy`."""
+        from shell.evaluation import Policy
+
+        return Policy(self.agent, self.env.observation_space, self.env.action_space)
 
     def _check_stop(self) -> None:
         """Raise Interrupted when a stop was requested (on any rank: they agree through one all_reduce)."""
@@ -401,7 +433,7 @@ class Trainer:
         stop = None if self.dist.enabled else self.stop
         outcome = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
                            self.device, stop=stop, max_episode_steps=self.config.run.eval_max_episode_steps,
-                           on_step=lambda: kill_point("eval", self.update))
+                           on_step=lambda: kill_point("eval", self.update), source=self.eval_source)
         mean = sum(outcome.returns) / len(outcome.returns)
         if self.best_eval is None or mean > self.best_eval:
             self.best_eval = mean
@@ -423,6 +455,7 @@ class Trainer:
             "world_size": self.dist.world_size,
             "device": str(self.device),
             "interrupted": self._signal is not None,
+            "stopped_early": self.stopped_early,
         }
         if self._signal is not None:
             summary["signal"] = signal.Signals(self._signal).name
@@ -432,58 +465,3 @@ class Trainer:
         return summary
 
 
-def train(config: Config, run_dir: Path | None = None, dist: Dist | None = None,
-          stop: StopRequest | None = None) -> dict[str, Any]:
-    """Train one run and return its summary (also written to RUN_DIR/summary.json).
-
-    Under torchrun, rank 0 picks and prepares the run dir and tells the others.
-    ``stop`` (see :class:`Trainer`) ends the run early with a checkpoint.
-    """
-    dist = dist or Dist()
-    existed = run_dir is not None and Path(run_dir).exists()
-    path = prepare_run_dir(run_dir, config) if dist.is_main else None
-    path = Path(dist.gather_objects(str(path))[0])
-    try:
-        trainer = Trainer(config, path, dist, stop)
-    except ConfigError:
-        # a start-up error (env id, space, device, missing extra) leaves no empty run dir behind
-        if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
-        raise
-    return trainer.train()
-
-
-def resume(run_dir: Path, total_timesteps: int | None = None, device: str | None = None,
-           dist: Dist | None = None, stop: StopRequest | None = None) -> dict[str, Any]:
-    """Continue the run in ``run_dir`` from its newest checkpoint.
-
-    The config is the checkpoint's; ``total_timesteps`` may extend it and ``device``
-    may move it. Counters, learning-rate schedule, optimizer moments and RNG streams
-    continue exactly; the envs restart from a reset. metrics.csv is cut back to the
-    checkpoint's update (shell/logs.py); temporary files of a checkpoint write that a
-    kill interrupted are removed.
-
-    Raises:
-        ConfigError: no such run dir, no checkpoint in it, or a corrupt one.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise ConfigError(f"--resume {run_dir}: no such run dir")
-    path = latest_checkpoint(run_dir / "checkpoints")
-    state = load_checkpoint(path)
-    if total_timesteps is not None:
-        # totals round up to whole updates: the same flags again (e.g. after a preemption) are fine
-        saved = state["config"]
-        step_batch = saved["env"]["num_envs"] * saved["ppo"]["num_steps"] * state.get("world_size", 1)
-        if -(-total_timesteps // step_batch) < state["update"]:
-            raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps "
-                              f"({state['update']} updates); --total-timesteps {total_timesteps} is fewer")
-    config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
-    if dist is None or dist.is_main:
-        for stale in path.parent.glob(".*.tmp"):
-            stale.unlink(missing_ok=True)
-    trainer = Trainer(config, run_dir, dist, stop)
-    trainer.load_state_dict(state)
-    print(f"resuming {run_dir} from {path.name} (update {trainer.update}, env step {trainer.env_steps})",
-          file=sys.stderr)
-    return trainer.train()

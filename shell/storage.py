@@ -19,7 +19,7 @@ class RolloutStorage:
     """
 
     def __init__(self, num_steps: int, num_envs: int, layout: ObsLayout | int, action_shape: tuple[int, ...],
-                 action_dtype: torch.dtype, device: torch.device, state_size: int = 0):
+                 action_dtype: torch.dtype, device: torch.device, state_size: int = 0, has_dummies: bool = False):
         T, N = num_steps, num_envs
         self.num_steps, self.num_envs = T, N
         if isinstance(layout, int):  # a flat observation of that size
@@ -38,16 +38,19 @@ class RolloutStorage:
         # recurrent policies: the state before each step (before the reset rule) and the episode-start flags
         self.states = torch.zeros((T, N, state_size), device=device) if state_size else None
         self.episode_starts = torch.zeros((T, N), dtype=torch.bool, device=device) if state_size else None
+        # NEXT_STEP sources: False at dummy steps (kept out of the minibatches and the losses)
+        self.valid = torch.ones((T, N), dtype=torch.bool, device=device) if has_dummies else None
         self.step = 0
 
     def add(self, obs: Obs, raw_action: torch.Tensor, reward: torch.Tensor, done: torch.Tensor,
             sample: tuple[torch.Tensor, torch.Tensor] | None = None, state: torch.Tensor | None = None,
-            episode_start: torch.Tensor | None = None) -> None:
+            episode_start: torch.Tensor | None = None, valid: torch.Tensor | None = None) -> None:
         """Write step ``self.step``; raises RuntimeError when the storage is full.
 
         A feed-forward rollout fills ``log_probs`` and ``values`` for the whole rollout at once
         afterwards; a recurrent one passes ``sample = (log_prob, value)`` of the step, the
-        ``state [N, S]`` it started from and its ``episode_start [N]`` flags.
+        ``state [N, S]`` it started from and its ``episode_start [N]`` flags. ``valid [N]`` bool is
+        False at a NEXT_STEP source's dummy steps.
         """
         t = self.step
         if t >= self.num_steps:
@@ -60,6 +63,8 @@ class RolloutStorage:
         self.raw_actions[t] = raw_action
         self.rewards[t] = reward
         self.dones[t] = done
+        if self.valid is not None:
+            self.valid[t] = valid
         if sample is not None:
             self.log_probs[t], self.values[t] = sample
         if self.states is not None:
@@ -82,6 +87,13 @@ class RolloutStorage:
         self.advantages.copy_(core.gae(self.rewards, self.values, self.dones, last_value, gamma, gae_lambda))
         torch.add(self.advantages, self.values, out=self.returns)
 
+    def valid_values_and_returns(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Flattened ``values`` and ``returns`` of the real (non-dummy) steps, for explained variance."""
+        if self.valid is None:
+            return self.values.flatten(), self.returns.flatten()
+        mask = self.valid.flatten()
+        return self.values.flatten()[mask], self.returns.flatten()[mask]
+
     def minibatches(self, num_minibatches: int, generator: torch.Generator | None = None) -> Iterator[dict]:
         """Shuffle the flattened ``[T*N]`` batch with ``torch.randperm`` on the device and yield minibatches.
 
@@ -97,8 +109,11 @@ class RolloutStorage:
             "returns": self.returns.flatten(),
         }
         batch_size = self.num_steps * self.num_envs
-        size = batch_size // num_minibatches
         perm = torch.randperm(batch_size, device=self.values.device, generator=generator)
+        if self.valid is not None:  # dummy steps never enter a minibatch
+            perm = perm[self.valid.flatten()[perm]]
+            batch_size = len(perm)
+        size = batch_size // num_minibatches
         for start in range(0, size * num_minibatches, size):
             mb_inds = perm[start:start + size]
             yield {k: map_obs(lambda x, i=mb_inds: x[i], v) for k, v in b.items()}
@@ -112,7 +127,8 @@ class RolloutStorage:
         split into ``num_minibatches`` equal groups of B sequences. Each minibatch holds ``obs``
         and ``raw_actions`` ``[L, B, ...]``, ``episode_starts [L, B]``, ``states [B, S]`` (the stored
         state before each sequence's first step), and ``log_probs``, ``values``, ``advantages``,
-        ``returns`` ``[L*B]`` in the time-major order of :meth:`ActorCritic.evaluate_sequences`.
+        ``returns`` ``[L*B]`` in the time-major order of :meth:`ActorCritic.evaluate_sequences`, and
+        for a NEXT_STEP source ``valid [L*B]`` (dummy steps stay in a sequence but out of the losses).
         """
         T, N, L = self.num_steps, self.num_envs, seq_len
         K = T // L
@@ -129,11 +145,14 @@ class RolloutStorage:
             "advantages": to_sequences(self.advantages),
             "returns": to_sequences(self.returns),
         }
+        if self.valid is not None:
+            b["valid"] = to_sequences(self.valid)
         states = self.states.reshape(K, L, N, -1)[:, 0].reshape(K * N, -1)
         perm = torch.randperm(K * N, device=self.values.device, generator=generator)
         for mb_inds in perm.chunk(num_minibatches):
             mb = {k: map_obs(lambda x, i=mb_inds: x[:, i], v) for k, v in b.items()}
-            for key in ("log_probs", "values", "advantages", "returns"):
-                mb[key] = mb[key].flatten()
+            for key in ("log_probs", "values", "advantages", "returns", "valid"):
+                if key in mb:
+                    mb[key] = mb[key].flatten()
             mb["states"] = states[mb_inds]
             yield mb

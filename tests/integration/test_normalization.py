@@ -10,12 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from shell.api import resume
 from shell.checkpoint import load_checkpoint
 from shell.config import config_from_dict
 from shell.distributed import Dist
 from shell.evaluation import evaluate
 from shell.normalization import ObsNormalizer, RewardScaler, RunningMoments
-from shell.runner import Trainer, resume
+from shell.runner import Trainer
 
 from .test_truncation import FINAL_MARK, MarkerEnv
 
@@ -97,7 +98,7 @@ def test_resume_restores_the_statistics_exactly(tmp_path):
         assert torch.equal(getattr(fresh.agent.obs_normalizer.moments, name),
                            getattr(trainer.agent.obs_normalizer.moments, name))
         assert torch.equal(getattr(fresh.reward_scaler.moments, name), getattr(trainer.reward_scaler.moments, name))
-    summary = resume(run, total_timesteps=768)
+    summary = resume(run, total_timesteps=768).summary
     assert summary["env_steps"] == 768
     state = load_checkpoint(summary["checkpoint"])
     assert float(state["model"]["obs_normalizer.moments.count"]) == 768

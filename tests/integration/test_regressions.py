@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import core
+from shell.api import resume
 from shell.checkpoint import load_checkpoint
 from shell.config import PolicyConfig, config_from_dict
 from shell.distributed import Dist
@@ -28,7 +29,7 @@ from shell.errors import ConfigError
 from shell.normalization import RewardScaler
 from shell.policies import ActorCritic
 from shell.ppo import PPO
-from shell.runner import Trainer, resume
+from shell.runner import Trainer
 from shell.stop import StopRequest
 from shell.storage import RolloutStorage
 
@@ -160,7 +161,7 @@ def test_annealed_learning_rate_is_the_same_after_an_interruption_and_resume(tmp
     summary = trainer.train()
     assert summary["interrupted"] is True and summary["signal"] == "SIGTERM" and summary["updates"] == 3
     assert load_checkpoint(summary["checkpoint"])["update"] == 3
-    summary = resume(interrupted)  # the saved total: 6 updates
+    summary = resume(interrupted).summary  # the saved total: 6 updates
     assert summary["interrupted"] is False and summary["updates"] == updates
 
     schedule = [core.linear_schedule(lr0, 0.0, u, updates) for u in range(updates)]

@@ -16,9 +16,9 @@ import pytest
 import torch
 from gymnasium.envs.classic_control import pendulum as gym_pendulum
 
+from shell.api import train
 from shell.config import EnvConfig, config_from_dict
 from shell.envs import make_env
-from shell.runner import train
 from shell.torch_envs import TORCH_ENVS, TorchCartPole, TorchPendulum
 
 ENV_IDS = ["Pendulum-v1", "CartPole-v1"]
@@ -426,7 +426,7 @@ def test_short_training_with_torch_backend(tmp_path: Path, env_id: str):
     cfg = config_from_dict({"env": {"id": env_id, "backend": "torch", "num_envs": 64},
                             "ppo": {"num_steps": 32, "num_minibatches": 4, "update_epochs": 2},
                             "run": {"total_timesteps": 4096, "eval_episodes": 2}})
-    summary = train(cfg, tmp_path / "run")
+    summary = train(cfg, run_dir=tmp_path / "run").summary
     assert summary["env_steps"] == 4096
     assert summary["env_id"] == env_id
     assert summary["eval_episodes"] == 2 and math.isfinite(summary["eval_return_mean"])

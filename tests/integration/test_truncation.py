@@ -69,3 +69,25 @@ def test_truncation_bootstraps_from_final_obs(tmp_path: Path):
     # and the advantage at the truncation step sees only its own episode
     assert torch.allclose(st.advantages[4], torch.full((2,), gamma * FINAL_MARK - 4.0))
     trainer.env.close()
+
+
+def test_truncation_bootstraps_from_final_obs_in_a_next_step_vector_env(tmp_path: Path):
+    """The same env in gymnasium's NEXT_STEP mode: step 4 truncates, step 5 is the dummy (its input is the
+    final observation, 100), step 6 starts the new episode from the reset observation."""
+    from gymnasium.vector import AutoresetMode
+
+    gamma = 0.9
+    cfg = config_from_dict({"env": {"id": "MarkerEnv-v0", "num_envs": 2},
+                            "ppo": {"num_steps": 7, "gamma": gamma, "num_minibatches": 1}})
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("MarkerEnv-v0")] * 2, autoreset_mode=AutoresetMode.NEXT_STEP)
+    trainer = Trainer(cfg, tmp_path, env_source=vec, source_kind="vector_env")
+    trainer.agent.critic = FirstFeature()
+    obs = trainer.env.reset(seed=0)
+    trainer.collect(obs)
+    st = trainer.storage
+    assert st.dones[:, 0].tolist() == [False, False, False, False, True, False, False]
+    assert st.valid[:, 0].tolist() == [True, True, True, True, True, False, True]
+    assert torch.allclose(st.rewards[4], torch.full((2,), gamma * FINAL_MARK))  # V(final_obs), not V(reset)
+    assert st.obs[5, 0, 0] == FINAL_MARK and st.obs[6, 0, 0] == RESET_MARK
+    assert torch.allclose(st.advantages[4], torch.full((2,), gamma * FINAL_MARK - 4.0))
+    trainer.env.close()

@@ -1,0 +1,278 @@
+"""Train PPO from Python: the library's entry point (``main.py`` is a thin layer over it).
+
+    import gymnasium as gym
+    import shell
+
+    result = shell.train("cartpole.toml", total_timesteps=50_000)
+    result = shell.train(env=MyEnv, overrides={"env.num_envs": 8, "ppo.learning_rate": 1e-3},
+                         callbacks=[shell.StopOnReward(475.0)])
+    result = shell.train("cartpole", env=gym.make_vec("CartPole-v1", 16, vectorization_mode="sync"))
+    action = result.policy.act(obs)                   # deterministic; numpy, as the env takes it
+    result.run_dir, result.summary                    # summary.json's contents
+
+The env is an id (``str``), a factory (``Callable[[], gymnasium.Env]``, called once per sub-env)
+or a ready ``gymnasium.vector.VectorEnv`` in SAME_STEP or NEXT_STEP autoreset mode (DESIGN.md,
+"Env backends"); ``num_envs`` then comes from the vector env.
+
+The API leaves the caller's process alone: it installs no signal handler, does not call
+``torch.set_num_threads``, does not touch the global RNG (initial parameters are drawn under
+``torch.random.fork_rng``; sampling and shuffling use the run's own generator), prints nothing to
+stdout (progress goes to stderr; ``progress=False`` turns it off) and raises exceptions
+(:class:`shell.errors.ConfigError` for bad input, :class:`shell.errors.TrainingError` for a
+failure during training) instead of exiting.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import gymnasium as gym
+
+from shell.checkpoint import latest_checkpoint, load_checkpoint
+from shell.config import Config, config_from_dict, config_from_saved, load_config, parse_override
+from shell.distributed import Dist
+from shell.errors import ConfigError
+from shell.evaluation import Policy
+from shell.runner import Trainer, prepare_run_dir
+from shell.stop import StopRequest
+
+__all__ = ["Callback", "EnvSource", "StopOnReward", "TrainResult", "resume", "train"]
+
+EnvSource = str | Callable[[], gym.Env] | gym.vector.VectorEnv
+#: Called on rank 0 after every update with that update's metrics row (the same dict as a row of
+#: metrics.csv; ``eval_return`` is ``""`` when no evaluation ran). Returning True ends training: the
+#: run then checkpoints and evaluates as at its planned end, and the summary says ``stopped_early``.
+Callback = Callable[[dict[str, Any]], "bool | None"]
+
+
+@attrs.frozen
+class StopOnReward:
+    """Stop training once the periodic deterministic evaluation reaches ``threshold``.
+
+    Judged on ``eval_return``, the mean return of ``run.eval_episodes`` deterministic episodes run
+    every ``run.eval_every`` updates, as Stable-Baselines3's StopTrainingOnRewardThreshold judges
+    its EvalCallback. :func:`train` refuses it when ``run.eval_every`` is 0.
+
+    Attributes:
+        threshold: the mean evaluation return (in the env's reward units) that ends training.
+    """
+
+    threshold: float
+    needs_eval = True
+
+    def __call__(self, row: dict[str, Any]) -> bool:
+        value = row.get("eval_return", "")
+        return value != "" and float(value) >= self.threshold
+
+
+@attrs.frozen
+class TrainResult:
+    """What :func:`train` and :func:`resume` return.
+
+    Attributes:
+        policy: the trained deterministic policy, the type :func:`shell.evaluation.load_policy`
+            returns: ``policy.act(obs)`` or ``policy(obs)``.
+        run_dir: the run's folder (config.toml, metrics.csv, checkpoints/, summary.json).
+        summary: the run's summary (summary.json), with ``stopped_early``.
+        config: the resolved config.
+    """
+
+    policy: Policy
+    run_dir: Path
+    summary: dict[str, Any]
+    config: Config
+
+
+def _overrides_dict(data: dict[str, Any], overrides: Mapping[str, Any] | Sequence[str]) -> dict[str, Any]:
+    """Apply ``{"section.key": value}`` (or ``section.table.name``) or CLI-style ``"section.key=value"``
+    strings to nested config data."""
+    items: list[tuple[str, str, str | None, Any]] = []
+    if isinstance(overrides, Mapping):
+        for path, value in overrides.items():
+            try:
+                section, key, name, _ = parse_override(f"{path}=0")
+            except ConfigError as exc:
+                raise ConfigError(str(exc).replace(f"--set {path + '=0'!r}", f"overrides key {path!r}")) from None
+            items.append((section, key, name, value))
+    else:
+        items = [parse_override(text) for text in overrides]
+    for section, key, name, value in items:
+        table = data.setdefault(section, {})
+        if name is None:
+            table[key] = value
+        else:
+            table[key] = {**(table[key] if isinstance(table.get(key), dict) else {}), name: value}
+    return data
+
+
+def _resolve_config(config: Config | str | os.PathLike | None, overrides: Mapping[str, Any] | Sequence[str],
+                    explicit: dict[str, Any]) -> Config:
+    if isinstance(config, Config):
+        data = {name: {k: v for k, v in section.items() if v is not None}
+                for name, section in config.to_dict().items()}
+        data = _overrides_dict(data, overrides)
+        for key, value in explicit.items():
+            if value is not None:
+                data.setdefault("run", {})[key] = value
+        return config_from_dict(data)
+    if isinstance(overrides, Mapping):
+        base = load_config(None if config is None else str(config))
+        return _resolve_config(base, overrides, explicit)
+    return load_config(None if config is None else str(config), list(overrides), **explicit)
+
+
+def _source_name(source: Any) -> str:
+    """A name for the env of a factory or a vector env without a registered id (run dir names, logs)."""
+    name = getattr(source, "__name__", None) or type(source).__name__
+    return re.sub(r"[^A-Za-z0-9_.-]+", "", name) or "env"
+
+
+def _with_source(config: Config, env: EnvSource | None) -> tuple[Config, Any, str | None]:
+    """The config adjusted to the env source, the source to build from (None: the config's id), and
+    the source's kind as recorded in checkpoints (None, "factory" or "vector_env")."""
+    if env is None:
+        return config, None, None
+    if isinstance(env, str):
+        return attrs.evolve(config, env=attrs.evolve(config.env, id=env)), None, None
+    if isinstance(env, gym.vector.VectorEnv):
+        spec_id = env.spec.id if env.spec is not None else None
+        env_cfg = attrs.evolve(config.env, id=spec_id or _source_name(env), num_envs=env.num_envs,
+                               backend="gymnasium")
+        return attrs.evolve(config, env=env_cfg), env, "vector_env"
+    if callable(env):
+        return attrs.evolve(config, env=attrs.evolve(config.env, id=_source_name(env), backend="gymnasium")), env, \
+            "factory"
+    raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
+                      f"not {type(env).__name__}")
+
+
+def _eval_source(env: EnvSource | None, kind: str | None, eval_env: Callable[[], gym.Env] | None,
+                 config: Config) -> Any:
+    """Where evaluation envs come from: ``eval_env``, else the training factory, else the id of a
+    ready vector env's spec (None: the config's id)."""
+    if eval_env is not None:
+        return eval_env
+    if kind == "factory":
+        return env
+    if kind == "vector_env" and (env.spec is None or env.spec.id not in gym.registry):
+        if config.run.eval_episodes or config.run.eval_every:
+            raise ConfigError("a ready vector env without a registered spec cannot be re-created for evaluation; "
+                              "pass eval_env=<Callable[[], gymnasium.Env]>, or set run.eval_episodes = 0")
+    return None
+
+
+def train(config: Config | str | os.PathLike | None = None, env: EnvSource | None = None, *,
+          overrides: Mapping[str, Any] | Sequence[str] = (), seed: int | None = None,
+          total_timesteps: int | None = None, device: str | None = None, run_dir: str | os.PathLike | None = None,
+          callbacks: Sequence[Callback] = (), eval_env: Callable[[], gym.Env] | None = None,
+          progress: bool = True, stop: StopRequest | None = None, dist: Dist | None = None) -> TrainResult:
+    """Train one PPO run and return its :class:`TrainResult`.
+
+    Args:
+        config: a :class:`shell.config.Config`, a TOML file (also looked up in configs/), or None
+            for the defaults.
+        env: an env id, a ``Callable[[], gymnasium.Env]`` (called once per sub-env; wrapped with
+            the config's ``env.obs_keys`` / Atari chain), or a ready ``gymnasium.vector.VectorEnv``
+            (SAME_STEP or NEXT_STEP autoreset; its ``num_envs`` wins). None: the config's ``env.id``.
+        overrides: ``{"ppo.learning_rate": 1e-3, "env.kwargs.continuous": True}`` or CLI-style
+            ``["ppo.learning_rate=1e-3"]``.
+        seed, total_timesteps, device: ``run.*`` values that win over the config and overrides.
+        run_dir: the output folder (new or empty); default ``runs/<env>__s<seed>__<time>``.
+        callbacks: called after every update with its metrics row; one returning True stops
+            training (see :data:`Callback`, :class:`StopOnReward`).
+        eval_env: a factory for evaluation envs (default: the training factory, or the registered
+            id of a ready vector env's spec).
+        progress: show a tqdm progress bar on stderr.
+        stop: a :class:`shell.stop.StopRequest` to end the run early with a checkpoint (the CLI
+            requests it on SIGINT/SIGTERM); the summary then says ``interrupted``.
+        dist: the torch.distributed group (``main.py`` under torchrun); default single-process.
+
+    Runs made from a factory or a ready vector env cannot be rebuilt from their config: continue
+    or evaluate them from Python (:func:`resume` / ``load_policy(run_dir, env=factory)``).
+
+    Raises:
+        ConfigError: bad config, override, env or space (nothing is left behind: a run dir that
+            was created for this run is removed).
+        TrainingError: a non-finite loss or parameters, or an env that raised during training.
+        Exception: whatever a callback raises, after the envs and logs are closed.
+    """
+    explicit = {"seed": seed, "total_timesteps": total_timesteps, "device": device}
+    config = _resolve_config(config, overrides, explicit)
+    config, source, kind = _with_source(config, env)
+    if any(getattr(cb, "needs_eval", False) for cb in callbacks) and not config.run.eval_every:
+        raise ConfigError("StopOnReward judges the periodic eval_return; set run.eval_every (e.g. "
+                          "overrides={'run.eval_every': 5})")
+    eval_source = _eval_source(env, kind, eval_env, config)
+    dist = dist or Dist()
+    existed = run_dir is not None and Path(run_dir).exists()
+    path = prepare_run_dir(None if run_dir is None else Path(run_dir), config) if dist.is_main else None
+    path = Path(dist.gather_objects(str(path))[0])
+    try:
+        trainer = Trainer(config, path, dist, stop, env_source=source, callbacks=callbacks,
+                          eval_source=eval_source, progress=progress, source_kind=kind)
+    except ConfigError:
+        # a start-up error (env id, space, device, missing extra) leaves no empty run dir behind
+        if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+        raise
+    summary = trainer.train()
+    return TrainResult(trainer.policy(), path, summary, config)
+
+
+def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, device: str | None = None,
+           env: Callable[[], gym.Env] | gym.vector.VectorEnv | None = None,
+           eval_env: Callable[[], gym.Env] | None = None, callbacks: Sequence[Callback] = (),
+           progress: bool = True, stop: StopRequest | None = None, dist: Dist | None = None) -> TrainResult:
+    """Continue the run in ``run_dir`` from its newest checkpoint.
+
+    The config is the checkpoint's; ``total_timesteps`` may extend it and ``device`` may move it.
+    Counters, learning-rate schedule, optimizer moments and the run's RNG streams continue
+    exactly; the envs restart from a reset. metrics.csv is cut back to the checkpoint's update
+    (shell/logs.py); temporary files of a checkpoint write that a kill interrupted are removed.
+    A run trained on a factory or a ready vector env needs ``env`` again (the same kind).
+
+    Raises:
+        ConfigError: no such run dir, no checkpoint in it, a corrupt one, fewer total steps than
+            already taken, or a factory run resumed without ``env``.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ConfigError(f"--resume {run_dir}: no such run dir")
+    path = latest_checkpoint(run_dir / "checkpoints")
+    state = load_checkpoint(path)
+    kind = state.get("env_source")
+    if kind is not None and env is None:
+        what = kind.replace("_", " ")
+        raise ConfigError(f"{run_dir} was trained on an env {what}, which its config cannot rebuild; resume it "
+                          f"from Python: shell.resume({str(run_dir)!r}, env=<the same {what}>)")
+    if total_timesteps is not None:
+        # totals round up to whole updates: the same flags again (e.g. after a preemption) are fine
+        saved = state["config"]
+        step_batch = saved["env"]["num_envs"] * saved["ppo"]["num_steps"] * state.get("world_size", 1)
+        if -(-total_timesteps // step_batch) < state["update"]:
+            raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps "
+                              f"({state['update']} updates); --total-timesteps {total_timesteps} is fewer")
+    config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
+    source = None
+    if env is not None:
+        config, source, kind = _with_source(config, env)
+        config = attrs.evolve(config, env=attrs.evolve(config.env, id=state["config"]["env"]["id"]))
+    eval_source = _eval_source(env, kind, eval_env, config)
+    if dist is None or dist.is_main:
+        for stale in path.parent.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)
+    trainer = Trainer(config, run_dir, dist, stop, env_source=source, callbacks=callbacks, eval_source=eval_source,
+                      progress=progress, source_kind=kind)
+    trainer.load_state_dict(state)
+    if progress:
+        import sys
+
+        print(f"resuming {run_dir} from {path.name} (update {trainer.update}, env step {trainer.env_steps})",
+              file=sys.stderr)
+    summary = trainer.train()
+    return TrainResult(trainer.policy(), run_dir, summary, config)

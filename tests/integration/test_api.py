@@ -1,0 +1,207 @@
+"""The Python API (shell.train / shell.resume): env factories, ready vector envs (NEXT_STEP), callbacks,
+and a caller's process left alone."""
+
+import json
+import signal
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+import shell
+import tests.integration.custom_envs  # noqa: F401 - registers Counting-v0
+from shell.config import config_from_dict
+from shell.errors import ConfigError
+from shell.runner import Trainer
+from tests.integration.custom_envs import COUNTING_LENGTHS, COUNTING_LIMIT
+
+
+class MatchSign(gym.Env):
+    """Defined here and never registered: observe +1 or -1, act 1 for +1 and 0 for -1; reward 1 when
+    right; 10 steps an episode (the best return is 10)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._draw(), {}
+
+    def _draw(self):
+        self.sign = float(self.np_random.choice([-1.0, 1.0]))
+        return np.array([self.sign], np.float32)
+
+    def step(self, action):
+        reward = 1.0 if (int(action) == 1) == (self.sign > 0) else 0.0
+        self.t += 1
+        return self._draw(), reward, self.t >= 10, False, {}
+
+
+def test_custom_env_class_trains_from_a_factory_and_stops_at_a_reward_threshold(tmp_path: Path):
+    result = shell.train(env=MatchSign, run_dir=tmp_path / "run", progress=False,
+                         overrides={"env.num_envs": 4, "ppo.num_steps": 32, "ppo.num_minibatches": 2,
+                                    "run.eval_every": 1, "run.eval_episodes": 10, "run.total_timesteps": 50_000},
+                         callbacks=[shell.StopOnReward(9.5)])
+    summary = result.summary
+    assert summary["stopped_early"] is True
+    assert summary["env_steps"] < 50_000  # the stop came before the budget
+    assert summary["eval_return_mean"] >= 9.5
+    assert result.run_dir == tmp_path / "run" and json.loads((result.run_dir / "summary.json").read_text()) == summary
+    # the handle's policy acts on the env it was trained on
+    env = MatchSign()
+    obs, _ = env.reset(seed=123)
+    total = 0.0
+    for _ in range(10):
+        obs, reward, terminated, _, _ = env.step(result.policy.act(obs, deterministic=True))
+        total += reward
+    assert total >= 9.0
+    assert isinstance(result.policy, shell.Policy)
+
+
+def test_factory_runs_refuse_cli_eval_and_resume_with_one_line(tmp_path: Path, main):
+    run = tmp_path / "run"
+    shell.train(env=MatchSign, run_dir=run, progress=False,
+                overrides={"env.num_envs": 2, "ppo.num_steps": 16, "ppo.num_minibatches": 1,
+                           "run.total_timesteps": 32, "run.eval_episodes": 2})
+    for args in (["eval", str(run)], ["--resume", str(run), "--total-timesteps", "64"]):
+        proc = main(*args)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "from Python" in lines[0] and "env=" in lines[0], lines
+    # from Python, with the factory again, both work
+    more = shell.resume(run, 64, env=MatchSign, progress=False)
+    assert more.summary["env_steps"] == 64
+    policy = shell.load_policy(run, env=MatchSign)
+    assert policy(np.array([1.0], np.float32)) in (0, 1)
+
+
+def test_the_api_leaves_the_callers_process_alone(tmp_path: Path, capfd):
+    torch.set_num_threads(2)
+    torch.manual_seed(1234)
+    expected = torch.rand(3)
+    torch.manual_seed(1234)
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    shell.train("cartpole", run_dir=tmp_path / "run", total_timesteps=512, progress=False,
+                overrides={"run.eval_episodes": 2})
+    assert torch.get_num_threads() == 2
+    assert torch.equal(torch.rand(3), expected)  # the global RNG stream is where the caller left it
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    assert capfd.readouterr().out == ""
+
+
+def test_bad_input_raises_instead_of_exiting(tmp_path: Path):
+    with pytest.raises(ConfigError, match="overrides key 'ppo.gama': unknown key ppo.gama; did you mean 'gamma'"):
+        shell.train(overrides={"ppo.gama": 0.9}, run_dir=tmp_path / "a", progress=False)
+    with pytest.raises(ConfigError, match="run.eval_every"):
+        shell.train(env=MatchSign, callbacks=[shell.StopOnReward(1.0)], run_dir=tmp_path / "b", progress=False)
+    disabled = gym.make_vec("CartPole-v1", 2, vectorization_mode="sync",
+                            vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})
+    with pytest.raises(ConfigError, match="DISABLED"):
+        shell.train(env=disabled, run_dir=tmp_path / "c", progress=False)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+    with pytest.raises(ConfigError, match="Callable"):
+        shell.train(env=42, run_dir=tmp_path / "d", progress=False)
+
+
+def test_a_callback_sees_every_metrics_row_and_its_exception_propagates(tmp_path: Path):
+    rows = []
+
+    def record(row):
+        rows.append(row)
+        if len(rows) == 3:
+            raise KeyError("stop from the callback")
+
+    with pytest.raises(KeyError, match="stop from the callback"):
+        shell.train("cartpole", run_dir=tmp_path / "run", total_timesteps=16 * 128 * 5, callbacks=[record],
+                    progress=False)
+    assert [r["update"] for r in rows] == [1, 2, 3]
+    header, *lines = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    assert len(lines) == 3 and set(rows[0]) == set(header.split(","))
+
+
+# ----------------------------------------------------------------------------- NEXT_STEP sources
+def counting_vec(num_envs: int = 3) -> gym.vector.VectorEnv:
+    return gym.vector.SyncVectorEnv([lambda: gym.make("Counting-v0")] * num_envs,
+                                    autoreset_mode=AutoresetMode.NEXT_STEP)
+
+
+@pytest.mark.parametrize("recurrent", ["none", "gru"])
+def test_no_dummy_step_of_a_next_step_env_enters_the_batch(tmp_path: Path, recurrent: str):
+    """Counting-v0: the k-th step of an episode pays k; episodes of 3, 5 (terminated) and 7 (truncated)
+    steps. In NEXT_STEP mode the step after an end is a dummy whose input is the final observation
+    (t = episode length): none may reach GAE, the losses, the normalisers or the statistics."""
+    cfg = config_from_dict({
+        "env": {"id": "Counting-v0", "num_envs": 3, "normalize_obs": True, "normalize_reward": True},
+        "policy": {"recurrent": recurrent, "seq_len": 8},
+        "ppo": {"num_steps": 24, "num_minibatches": 3, "gamma": 0.5},
+        "run": {"eval_episodes": 0}})
+    trainer = Trainer(cfg, tmp_path, env_source=counting_vec(), source_kind="vector_env")
+    assert trainer.env.next_step
+    raw_obs = []
+    normalize = trainer.agent.obs_normalizer.normalize
+
+    def spy(obs, update=False, mask=None):
+        if update:  # the rollout's own observations (not the bootstrap's final ones)
+            raw_obs.append(obs.clone())
+        return normalize(obs, update, mask)
+
+    trainer.agent.obs_normalizer.normalize = spy
+    obs = trainer.env.reset(seed=0)
+    obs, episodes = trainer.collect(obs)
+    st = trainer.storage
+    seen = torch.stack(raw_obs)  # [T, N, 2]: (phase, t) as the env returned them
+    phase, t = seen[..., 0].long(), seen[..., 1]
+    lengths = torch.tensor(COUNTING_LENGTHS)[phase]
+    dummy = t >= lengths  # the input of a dummy step is the final observation of the ended episode
+    assert dummy.any() and (~dummy).any()
+    assert torch.equal(st.valid, ~dummy)
+    # the normalisers counted only real steps
+    real = int((~dummy).sum())
+    assert int(trainer.agent.obs_normalizer.moments.count) == real
+    assert int(trainer.reward_scaler.moments.count) == real
+    # episode statistics: whole episodes, the dummy not counted
+    count, return_sum, length_sum = episodes.tolist()
+    ended = lengths[st.dones]  # the length of each episode that ended in this rollout
+    assert st.dones[dummy].sum() == 0 and count == len(ended) >= 3
+    assert length_sum == ended.sum() and return_sum == (ended * (ended + 1) / 2).sum()
+    # no minibatch holds a dummy step: every step seen in the update is a real one
+    if recurrent == "none":
+        for mb in st.minibatches(3):
+            obs_mb = mb["obs"]
+            assert len(obs_mb) == real // 3
+    else:
+        total = 0
+        for mb in st.sequence_minibatches(3, 8):
+            total += int(mb["valid"].sum())
+        assert total == real
+    trainer.ppo.update(st)  # runs on the real steps only
+    trainer.env.close()
+
+
+def test_episode_statistics_of_a_next_step_env_are_whole_episodes(tmp_path: Path):
+    cfg = config_from_dict({"env": {"id": "Counting-v0", "num_envs": 1},
+                            "ppo": {"num_steps": 40, "num_minibatches": 1}, "run": {"eval_episodes": 0}})
+    trainer = Trainer(cfg, tmp_path, env_source=counting_vec(1), source_kind="vector_env")
+    obs = trainer.env.reset(seed=0)  # phase 0: lengths cycle 3, 5, 7, 3, ...
+    lengths, returns = [], []
+    for _ in range(40):
+        step = trainer.env.step(torch.zeros(1, dtype=torch.long))
+        if step.episode_done is not None and bool(step.episode_done[0]):
+            lengths.append(int(step.episode_length[0]))
+            returns.append(float(step.episode_return[0]))
+    assert lengths[:6] == [3, 5, COUNTING_LIMIT, 3, 5, COUNTING_LIMIT]
+    assert returns[:3] == [6.0, 15.0, 28.0]
+    trainer.env.close()
+
+
+def test_cartpole_from_a_ready_next_step_vector_env_matches_the_config_path(tmp_path: Path):
+    vec = gym.make_vec("CartPole-v1", 16, vectorization_mode="sync")  # gymnasium's default: NEXT_STEP
+    assert vec.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    ready = shell.train("cartpole", env=vec, run_dir=tmp_path / "ready", progress=False).summary
+    config_path = shell.train("cartpole", run_dir=tmp_path / "config", progress=False).summary
+    assert config_path["eval_return_mean"] >= 475
+    assert ready["eval_return_mean"] >= 475, ready
