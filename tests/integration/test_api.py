@@ -56,7 +56,7 @@ def test_custom_env_class_trains_from_a_factory_and_stops_at_a_reward_threshold(
     obs, _ = env.reset(seed=123)
     total = 0.0
     for _ in range(10):
-        obs, reward, terminated, _, _ = env.step(result.policy.act(obs, deterministic=True))
+        obs, reward, *_ = env.step(result.policy.act(obs, deterministic=True))
         total += reward
     assert total >= 9.0
     assert isinstance(result.policy, shell.Policy)
@@ -94,9 +94,9 @@ def test_the_api_leaves_the_callers_process_alone(tmp_path: Path, capfd):
 
 
 def test_bad_input_raises_instead_of_exiting(tmp_path: Path):
-    with pytest.raises(ConfigError, match="overrides key 'ppo.gama': unknown key ppo.gama; did you mean 'gamma'"):
+    with pytest.raises(ConfigError, match=r"overrides key 'ppo\.gama': unknown key ppo\.gama; did you mean 'gamma'"):
         shell.train(overrides={"ppo.gama": 0.9}, run_dir=tmp_path / "a", progress=False)
-    with pytest.raises(ConfigError, match="run.eval_every"):
+    with pytest.raises(ConfigError, match=r"run\.eval_every"):
         shell.train(env=MatchSign, callbacks=[shell.StopOnReward(1.0)], run_dir=tmp_path / "b", progress=False)
     disabled = gym.make_vec("CartPole-v1", 2, vectorization_mode="sync",
                             vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})
@@ -186,7 +186,7 @@ def test_episode_statistics_of_a_next_step_env_are_whole_episodes(tmp_path: Path
     cfg = config_from_dict({"env": {"id": "Counting-v0", "num_envs": 1},
                             "ppo": {"num_steps": 40, "num_minibatches": 1}, "run": {"eval_episodes": 0}})
     trainer = Trainer(cfg, tmp_path, env_source=counting_vec(1), source_kind="vector_env")
-    obs = trainer.env.reset(seed=0)  # phase 0: lengths cycle 3, 5, 7, 3, ...
+    trainer.env.reset(seed=0)  # phase 0: lengths cycle 3, 5, 7, 3, ...
     lengths, returns = [], []
     for _ in range(40):
         step = trainer.env.step(torch.zeros(1, dtype=torch.long))
