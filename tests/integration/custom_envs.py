@@ -347,7 +347,7 @@ class DataFileEnv(SwitchableEnv):
 class RenderModesEnv(SwitchableEnv):
     """Renders as text (``"ansi"``) or as 64x64 RGB frames (``"rgb_array"``)."""
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 30}
+    metadata = {"render_modes": ("ansi", "rgb_array"), "render_fps": 30}  # noqa: RUF012 - gymnasium's own layout
 
     def __init__(self, render_mode: str | None = None):
         super().__init__()

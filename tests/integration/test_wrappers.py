@@ -117,7 +117,7 @@ def test_a_bad_wrapper_is_one_line_exit_2_and_leaves_no_run_dir(main, tmp_path, 
 
 
 def test_wrappers_need_the_gymnasium_backend():
-    with pytest.raises(ConfigError, match="env.wrappers need env.backend = 'gymnasium'"):
+    with pytest.raises(ConfigError, match=r"env\.wrappers need env\.backend = 'gymnasium'"):
         load_config("cartpole-torch", ['env.wrappers=[{class = "gymnasium.wrappers:ClipReward"}]'])
 
 
