@@ -142,7 +142,8 @@ def import_object(path: str, what: str) -> Any:
     try:
         obj = importlib.import_module(module_name)
     except Exception as exc:
-        raise ConfigError(f"{what}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); it must be "
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        raise ConfigError(f"{what}: cannot import {module_name!r} ({type(exc).__name__}: {msg}); it must be "
                           "importable, e.g. on PYTHONPATH") from None
     for part in attr.split("."):
         if not hasattr(obj, part):

@@ -5,9 +5,11 @@ import json
 import os
 
 import pytest
+import torch
 
 from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import load_config, resolve_kwarg_paths
+from shell.envs import make_env
 from shell.errors import ConfigError
 from shell.evaluation import load_policy
 
@@ -93,7 +95,7 @@ def test_wrappers_train_evaluate_and_resume_through_main(main, tmp_path):
     assert all(min(possible) <= float(r["episodic_return"]) <= max(possible) for r in rows[updates:])
 
 
-@pytest.mark.parametrize(("wrappers", "needle"), [
+BAD_WRAPPERS = [  # (env.wrappers as TOML, what the one-line error says)
     ('[{class = "no_such_module:Wrap"}]', "env.wrappers[0] (no_such_module:Wrap): cannot import 'no_such_module'"),
     ('[{class = "gymnasium.wrappers:NoSuchWrapper"}]', "has no 'NoSuchWrapper'"),
     (f'[{{class = "gymnasium.wrappers:ClipReward", kwargs = {{max_reward = 1}}}}, {{class = "{CUSTOM}:ScaleReward"}}]',
@@ -105,11 +107,23 @@ def test_wrappers_train_evaluate_and_resume_through_main(main, tmp_path):
     ('[{class = "gymnasium.wrappers:ClipReward", args = [1]}]', "unknown key 'args'"),
     ('[{class = "gymnasium.wrappers:ClipReward", kwargs = 3}]', "kwargs must be a table"),
     ('{class = "gymnasium.wrappers:ClipReward"}', "expected an array of tables"),
-])
-def test_a_bad_wrapper_is_one_line_exit_2_and_leaves_no_run_dir(main, tmp_path, wrappers, needle):
+]
+
+
+@pytest.mark.parametrize(("wrappers", "needle"), BAD_WRAPPERS)
+def test_a_bad_wrapper_is_one_config_error_line(tmp_path, wrappers, needle):
+    """At load (the entry's form) or when the env is made (import, construction, result)."""
     config = tmp_path / "bad.toml"
     config.write_text(f'[env]\nid = "CartPole-v1"\nwrappers = {wrappers}\n')
-    proc = main("--config", str(config), "--run-dir", str(tmp_path / "r"))
+    with pytest.raises(ConfigError) as info:
+        make_env(load_config(str(config)).env, torch.device("cpu"), num_envs=2).close()
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("case", [0, 2, 4])  # an import, a construction, a result
+def test_a_bad_wrapper_exits_2_through_main_and_leaves_no_run_dir(main, tmp_path, case):
+    wrappers, needle = BAD_WRAPPERS[case]
+    proc = main("--config", "cartpole", "--set", f"env.wrappers={wrappers}", "--run-dir", str(tmp_path / "r"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("error: ") and needle in line, line
