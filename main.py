@@ -5,9 +5,11 @@
     python main.py --resume RUN_DIR [--total-timesteps N] [--device D]
     python main.py eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--video] [--device D]
     python main.py plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
+    python main.py export RUN_DIR_OR_CHECKPOINT [--format onnx|pt2] [--out FILE]
 
 Progress goes to stderr; the last stdout line is one JSON object. Exit codes: 0 success,
-1 failure during training, 2 bad input at start-up, 130/143 after SIGINT/SIGTERM.
+1 failure during training (or an export that failed its check), 2 bad input at start-up,
+130/143 after SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import signal
 import sys
 from pathlib import Path
 
-from shell.errors import ConfigError, TrainingError
+from shell.errors import ConfigError, ExportError, TrainingError
 from shell.stop import Interrupted, StopRequest, exit_code
 
 
@@ -64,7 +66,7 @@ def _int_at_least(minimum: int):
 
 
 def train_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="main.py", description="Train PPO on a gymnasium env (see also: eval, plot).")
+    parser = _Parser(prog="main.py", description="Train PPO on a gymnasium env (see also: eval, plot, export).")
     parser.add_argument("--config", help="config file; also looked up in configs/ ('.toml' optional)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     parser.add_argument("--seed", type=_int_at_least(0), help="run.seed")
@@ -92,6 +94,16 @@ def plot_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def export_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="main.py export", description="Export the deterministic policy of a checkpoint as one "
+                     "file (raw observations in, env actions out), checked against the checkpoint's policy.")
+    parser.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
+    parser.add_argument("--format", choices=("onnx", "pt2"), default="onnx",
+                        help="onnx (needs the export extra) or pt2 (torch.export); default onnx")
+    parser.add_argument("--out", help="file to write (default: beside the checkpoint, ckpt_<steps>.onnx or .pt2)")
+    return parser
+
+
 def run(argv: list[str], stop: StopRequest) -> int:
     if argv[:1] == ["eval"]:
         args = eval_parser().parse_args(argv[1:])
@@ -101,6 +113,14 @@ def run(argv: list[str], stop: StopRequest) -> int:
         from shell.evaluation import eval_checkpoint
 
         result = eval_checkpoint(args.target, args.episodes, args.video, args.device, stop)
+    elif argv[:1] == ["export"]:
+        args = export_parser().parse_args(argv[1:])
+        import torch
+
+        torch.set_num_threads(1)
+        from shell.export import export_policy, export_summary
+
+        result = export_summary(export_policy(args.target, args.format, args.out))
     elif argv[:1] == ["plot"]:
         args = plot_parser().parse_args(argv[1:])
         from shell.plotting import plot_runs
@@ -152,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except TrainingError as exc:
+    except (TrainingError, ExportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Interrupted as exc:  # outside a training run (eval, start-up): nothing to save

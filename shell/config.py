@@ -9,6 +9,8 @@ key, the value and what is allowed.
 from __future__ import annotations
 
 import difflib
+import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -57,6 +59,24 @@ def _names(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise ConfigError(f"{_key(attribute)} = {value!r}: needs a non-empty list of distinct keys")
 
 
+WRAPPER_CLASS = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def _wrapper_specs(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """Each ``env.wrappers`` entry: a table with ``class = "module:Name"`` and an optional ``kwargs`` table."""
+    for i, entry in enumerate(value):
+        where = f"{_key(attribute)}[{i}] = {entry!r}"
+        unknown = sorted(set(entry) - {"class", "kwargs"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; an entry takes class and kwargs")
+        name = entry.get("class")
+        if not isinstance(name, str) or not WRAPPER_CLASS.match(name):
+            raise ConfigError(f"{where}: needs class = \"module.path:ClassName\", e.g. "
+                              f"class = \"gymnasium.wrappers:ClipReward\"")
+        if not isinstance(entry.get("kwargs", {}), dict):
+            raise ConfigError(f"{where}: kwargs must be a table, e.g. kwargs = {{ min_reward = -1.0 }}")
+
+
 def _key(attribute: attrs.Attribute) -> str:
     return f"{attribute.metadata.get('section', '?')}.{attribute.name}"
 
@@ -88,7 +108,13 @@ class EnvConfig:
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs) or 'torch' (batched tensor envs).",
                           _one_of("gymnasium", "torch"))
     kwargs: dict[str, Any] = _field(attrs.Factory(dict), "Keyword arguments for gymnasium.make of each sub-env "
-                                    "(a TOML table, e.g. { continuous = true }).")
+                                    "(a TOML table, e.g. { continuous = true }); a string naming an existing file "
+                                    "or folder relative to the config file's folder (to the current folder for "
+                                    "--set) is made absolute.")
+    wrappers: list[dict[str, Any]] = _field(
+        attrs.Factory(list), "Wrappers of each sub-env, innermost first, around what gymnasium.make returns and "
+        "inside env.obs_keys' filter and the Atari chain: [[env.wrappers]] tables with class = \"module:Name\" "
+        "and optional kwargs = { ... }.", _wrapper_specs)
     obs_keys: list[str] | None = _field(None, "Dict observations: the keys to keep (FilterObservation); absent = all.",
                                         _names)
     atari: bool = _field(False, "The standard Atari chain: 30 no-op starts, frame skip 4 with max-pooling, 84x84 "
@@ -198,6 +224,8 @@ class Config:
     run: RunConfig = attrs.field(factory=RunConfig)
 
     def __attrs_post_init__(self) -> None:
+        if self.env.wrappers and self.env.backend != "gymnasium":
+            raise ConfigError(f"env.wrappers need env.backend = 'gymnasium', not {self.env.backend!r}")
         if self.run.eval_every and not self.run.eval_episodes:
             raise ConfigError(f"run.eval_every = {self.run.eval_every} needs run.eval_episodes >= 1")
         if self.policy.recurrent != "none":
@@ -238,8 +266,10 @@ def _check_type(key: str, value: Any, annotation: Any) -> Any:
     if origin is list:
         (item,) = typing.get_args(annotation)
         if not isinstance(value, list):
-            raise ConfigError(f"{key} = {value!r} has the wrong type; expected a list of {item.__name__}")
-        return [_check_type(key, v, item) for v in value]
+            what = "an array of tables, e.g. [[env.wrappers]]" if typing.get_origin(item) is dict \
+                else f"a list of {item.__name__}"
+            raise ConfigError(f"{key} = {value!r} has the wrong type; expected {what}")
+        return [_check_type(f"{key}[{i}]", v, item) for i, v in enumerate(value)]
     ok = {
         bool: isinstance(value, bool),
         int: (isinstance(value, int) and not isinstance(value, bool))
@@ -355,6 +385,25 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
     return section, key, sub or None, value
 
 
+def resolve_kwarg_paths(kwargs: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``env.kwargs`` with each string value that names an existing file or folder relative to ``base``
+    replaced by its absolute path (such as MuJoCo's ``xml_file``), so a saved config rebuilds the
+    same env from any folder. Absolute paths, other strings and other values are kept as they are;
+    nested tables and lists are not searched.
+    """
+    out = dict(kwargs)
+    for name, value in kwargs.items():
+        if not isinstance(value, str) or not value or os.path.isabs(value):
+            continue
+        try:
+            found = (base / value).exists()
+        except (OSError, ValueError):  # a name the file system cannot hold is no path
+            found = False
+        if found:
+            out[name] = os.path.abspath(base / value)
+    return out
+
+
 def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) -> Config:
     """Load a config file, apply ``--set`` overrides, then explicit flags (which win).
 
@@ -369,10 +418,19 @@ def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) ->
     """
     data: dict[str, Any] = {}
     if name is not None:
-        data = read_toml(resolve_config_path(name))
+        path = resolve_config_path(name)
+        data = read_toml(path)
+        env = data.get("env")
+        if isinstance(env, dict) and isinstance(env.get("kwargs"), dict):
+            env["kwargs"] = resolve_kwarg_paths(env["kwargs"], path.parent)
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for text in overrides:
         section, key, name, value = parse_override(text)
+        if (section, key) == ("env", "kwargs"):  # paths given on the command line are relative to the current folder
+            if name is not None:
+                value = resolve_kwarg_paths({name: value}, Path.cwd())[name]
+            elif isinstance(value, dict):
+                value = resolve_kwarg_paths(value, Path.cwd())
         table = data.setdefault(section, {})
         if name is None:
             table[key] = value

@@ -135,10 +135,79 @@ def atari_wrappers(cfg: EnvConfig) -> list[Callable[[gym.Env], gym.Env]]:
     ]
 
 
-def sub_env_wrappers(cfg: EnvConfig) -> list[Callable[[gym.Env], gym.Env]]:
-    """What wraps each sub-env before vectorising: ``FilterObservation`` of ``env.obs_keys``, then
-    the Atari chain when ``env.atari``."""
+def import_object(path: str, what: str) -> Any:
+    """The object named ``"module.path:Name"`` (``Name`` may be dotted: ``"module:Outer.Inner"``).
+
+    Raises:
+        ConfigError: one line naming ``what``, if the module cannot be imported (any error while
+            importing it) or has no such attribute.
+    """
+    module_name, _, attr = path.partition(":")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        raise ConfigError(f"{what}: cannot import {module_name!r} ({type(exc).__name__}: {msg}); it must be "
+                          "importable, e.g. on PYTHONPATH") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"{what}: module {module_name!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def user_wrappers(cfg: EnvConfig) -> list[Callable[[gym.Env], gym.Env]]:
+    """``env.wrappers`` as callables env -> env, in the listed order (the first wraps innermost).
+
+    Each entry's ``class`` is imported now; it is called as ``cls(env, **kwargs)`` when a sub-env
+    is made. Any class or function that takes the env and the entry's kwargs and returns a
+    ``gymnasium.Env`` will do.
+
+    Raises:
+        ConfigError: at once, for a class that cannot be imported or is not callable; when a sub-env
+            is made, for a call that raises or returns something that is not a ``gymnasium.Env``
+            (one line naming ``env.wrappers[i]``).
+    """
     wrappers: list[Callable[[gym.Env], gym.Env]] = []
+    for i, entry in enumerate(cfg.wrappers):
+        name, kwargs = entry["class"], dict(entry.get("kwargs", {}))
+        what = f"env.wrappers[{i}] ({name})"
+        cls = import_object(name, what)
+        if not callable(cls):
+            raise ConfigError(f"{what} is a {type(cls).__name__}, not a wrapper class")
+        wrappers.append(_user_wrapper(cls, kwargs, what))
+    return wrappers
+
+
+def _user_wrapper(cls: Callable[..., gym.Env], kwargs: dict[str, Any], what: str) -> Callable[[gym.Env], gym.Env]:
+    def wrap(env: gym.Env) -> gym.Env:
+        try:
+            wrapped = cls(env, **kwargs)
+        except Exception as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else ""
+            raise ConfigError(f"{what} cannot wrap the env with kwargs = {kwargs!r}: {type(exc).__name__}"
+                              f"{': ' + msg if msg else ''}") from None
+        if not isinstance(wrapped, gym.Env):
+            raise ConfigError(f"{what} returned an object of type {type(wrapped).__name__}, not a gymnasium.Env")
+        return wrapped
+
+    return wrap
+
+
+def sub_env_wrappers(cfg: EnvConfig) -> list[Callable[[gym.Env], gym.Env]]:
+    """What wraps each sub-env before vectorising, innermost first: the user's ``env.wrappers``
+    (around what ``gymnasium.make`` returns), then ``FilterObservation`` of ``env.obs_keys``, then
+    the Atari chain when ``env.atari``.
+
+    The user's wrappers come first so that they define the env the rest of the configuration talks
+    about: ``env.obs_keys`` names keys of the observation they return, as ``env.id`` and
+    ``env.kwargs`` name what ``gymnasium.make`` builds (the RL Zoo's ``env_wrapper`` also wraps
+    the env straight after ``make``).
+
+    Raises:
+        ConfigError: see :func:`user_wrappers`.
+    """
+    wrappers = user_wrappers(cfg)
     if cfg.obs_keys is not None:
         keys = list(cfg.obs_keys)
         wrappers.append(lambda env: gym.wrappers.FilterObservation(env, keys))
@@ -171,6 +240,8 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
             vector_kwargs=vector_kwargs,
             **kwargs,
         )
+    except ConfigError:  # a user wrapper that could not be built: already one line naming it
+        raise
     except gym.error.DependencyNotInstalled as exc:
         extra = next((e for k, e in EXTRAS.items() if k in str(exc).lower()), None)
         hint = f'pip install -e ".[{extra}]"' if extra else "install the package it names"
@@ -208,7 +279,7 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
     """``num_envs`` copies of ``factory()`` in a gymnasium vector env (``env.vectorization_mode``, SAME_STEP),
     each wrapped as a config-built sub-env is (``env.obs_keys``, the Atari chain, then ``wrappers``).
 
-    ``render_mode`` is passed to the factory when it takes a ``render_mode`` keyword.
+    ``render_mode`` (for video) is passed to the factory as a keyword, as gymnasium.make passes it.
 
     Raises:
         ConfigError: the factory raised (one line).
@@ -303,11 +374,22 @@ class GymVecEnv:
         return torch.as_tensor(self._pending, device=self.device) if self.next_step else None
 
     def reset(self, seed: int | None = None) -> Obs:
-        obs, info = self.env.reset(seed=seed)
+        """Reset every sub-env (sub-env i seeded ``seed + i``).
+
+        Raises:
+            TrainingError: the env raised (one line naming it and the error).
+        """
+        try:
+            obs, info = self.env.reset(seed=seed)
+        except Exception as exc:  # as in step: an env that raises ends training with exit 1
+            raise TrainingError(f"env {self._name()} raised {type(exc).__name__} on reset: {exc}") from exc
         self._pending[:] = False
         if self.life_loss:
             self.lives = self._lives(info)
         return self._encode(obs)
+
+    def _name(self) -> str:
+        return self.env.spec.id if self.env.spec else "env"
 
     def _lives(self, info: dict) -> np.ndarray:
         if "lives" not in info:
@@ -328,8 +410,7 @@ class GymVecEnv:
         try:
             obs, reward, terminated, truncated, info = self.env.step(env_action)
         except Exception as exc:  # an env that raises ends training with exit 1
-            name = self.env.spec.id if self.env.spec else "env"
-            raise TrainingError(f"env {name} raised {type(exc).__name__}: {exc}") from exc
+            raise TrainingError(f"env {self._name()} raised {type(exc).__name__}: {exc}") from exc
         final_obs = done = ep_return = ep_length = start = None
         if self.next_step:
             # The step that ends an episode returns its final observation; the next one is a dummy.
@@ -380,14 +461,16 @@ def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, 
 
     ``backend = "gymnasium"`` gives a :class:`GymVecEnv`; ``backend = "torch"`` a batched
     tensor env from :mod:`shell.torch_envs` (rendering and wrappers need the gymnasium backend).
-    ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``.
+    ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``, outside the
+    config's own (:func:`sub_env_wrappers`).
     ``source`` replaces the config's id: a ``Callable[[], gymnasium.Env]`` factory, or a ready
     ``gymnasium.vector.VectorEnv`` (used as it is: ``num_envs``, ``render_mode`` and ``wrappers``
     do not apply to it).
 
     Raises:
         ConfigError: unknown env id, missing optional extra, unsupported space, an id
-            with no torch implementation, or rendering asked of the torch backend.
+            with no torch implementation, rendering asked of the torch backend, or an
+            ``env.wrappers`` entry that cannot be imported or built.
     """
     num_envs = num_envs or cfg.num_envs
     if isinstance(source, gym.vector.VectorEnv):

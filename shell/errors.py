@@ -7,3 +7,8 @@ class ConfigError(ValueError):
 
 class TrainingError(RuntimeError):
     """A failure during training: non-finite loss, an env that raises (exit code 1)."""
+
+
+class ExportError(RuntimeError):
+    """An export that failed: the exporter refused the policy, or the written file does not act as the
+    policy does (exit code 1)."""

@@ -35,13 +35,14 @@ class Tanh(nn.Module):
     the actor and critic were 30% of an update. On the CPU this computes the
     same function through sigmoid (at most 2e-7 from ``torch.tanh`` in
     float32) for tensors of at least 8,192 elements; for smaller ones, and on
-    other devices, it calls ``torch.tanh``.
+    other devices, it calls ``torch.tanh``. Under ``torch.export`` (and so the ONNX exporter) it is
+    ``torch.tanh``: a graph with a dynamic batch cannot branch on the batch size.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Three kernels instead of one only pay off on large CPU tensors (a minibatch, not a
         # rollout step of 16 envs, where launching costs more than computing).
-        if x.numel() < SIGMOID_TANH_MIN_NUMEL or x.device.type != "cpu":
+        if torch.compiler.is_exporting() or x.numel() < SIGMOID_TANH_MIN_NUMEL or x.device.type != "cpu":
             return torch.tanh(x)
         if x.requires_grad and torch.is_grad_enabled():
             return _SigmoidTanh.apply(x)

@@ -1,5 +1,7 @@
 """Small envs for the tests, registered on import (usable as ``tests.integration.custom_envs:NAME``)."""
 
+import os
+
 import gymnasium as gym
 import numpy as np
 
@@ -336,3 +338,62 @@ class CueEnv(gym.Env):
 
 
 gym.register("Cue-v0", entry_point=CueEnv)
+
+
+class ScaleReward(gym.RewardWrapper):
+    """A user's own wrapper with kwargs: multiplies the reward by ``factor`` and adds ``offset``."""
+
+    def __init__(self, env: gym.Env, factor: float, offset: float = 0.0):
+        super().__init__(env)
+        self.factor, self.offset = factor, offset
+
+    def reward(self, reward):
+        return self.factor * reward + self.offset
+
+
+class RaiseAfter(gym.Wrapper):
+    """Raises on the ``steps``-th step of a sub-env (a wrapper that fails during training)."""
+
+    def __init__(self, env: gym.Env, steps: int):
+        super().__init__(env)
+        self.steps, self.count = steps, 0
+
+    def step(self, action):
+        self.count += 1
+        if self.count >= self.steps:
+            raise RuntimeError("wrapper blew up")
+        return self.env.step(action)
+
+
+def not_an_env(env: gym.Env):
+    """A "wrapper" factory that returns something that is not an env."""
+    return 42
+
+
+class DataFileEnv(SwitchableEnv):
+    """Needs an existing file, as MuJoCo envs need their ``xml_file``; ``label`` is any other string."""
+
+    def __init__(self, data_file: str, label: str = "plain"):
+        super().__init__()
+        if not os.path.isfile(data_file):
+            raise FileNotFoundError(f"no data file {data_file!r}")
+        self.data_file, self.label = data_file, label
+
+
+class RenderModesEnv(SwitchableEnv):
+    """Renders as text (``"ansi"``) or as 64x64 RGB frames (``"rgb_array"``)."""
+
+    metadata = {"render_modes": ("ansi", "rgb_array"), "render_fps": 30}  # noqa: RUF012 - gymnasium's own layout
+
+    def __init__(self, render_mode: str | None = None):
+        super().__init__()
+        self.render_mode = render_mode
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return "frame\n"
+        return np.zeros((64, 64, 3), np.uint8)
+
+
+gym.register("DataFile-v0", entry_point=DataFileEnv, max_episode_steps=10)
+gym.register("RenderModes-v0", entry_point=RenderModesEnv, max_episode_steps=10)

@@ -6,6 +6,8 @@ import json
 import pytest
 import torch
 
+from shell.config import CONFIG_DIR, load_config
+
 
 def test_short_pendulum_run_writes_every_artifact(main, tmp_path):
     run_dir = tmp_path / "run"
@@ -75,3 +77,11 @@ def test_non_empty_run_dir_is_refused(main, tmp_path):
     assert proc.returncode == 2
     assert "not empty" in proc.stderr.strip().splitlines()[-1]
     assert (tmp_path / "keep.txt").read_text() == "precious"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
+def test_every_shipped_config_loads(name):
+    config = load_config(name)
+    assert config.run.total_timesteps >= config.batch_size
+    if name == "lunarlander-continuous":
+        assert config.env.kwargs == {"continuous": True} and config.ppo.ent_coef == 0.01

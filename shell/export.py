@@ -1,0 +1,393 @@
+"""Export a checkpoint's deterministic policy as one self-contained file: ONNX, or a ``torch.export`` program.
+
+The exported function is :class:`shell.evaluation.Policy` without this library: raw observations
+``[B, ...]`` in, env actions ``[B, ...]`` out, with everything in between baked in: the frozen
+observation-normalisation statistics, the encoder, the actor head, and the squash onto the Box
+(fixed components held, an integer Box rounded) or the argmax, then the env boundary's clip and
+cast to the action space's dtype (:func:`shell.actions.to_env_action`). The batch dimension is
+dynamic (``B >= 1``).
+
+Inputs, one per observation part, in the order of the observation space's keys (for a Dict,
+gymnasium sorts its keys unless it was built from an OrderedDict; ``ExportResult.input_names``
+and the file's metadata list them):
+
+- a vector Box: ``[B, *space.shape]`` float32 (the observation as the env returns it, cast to
+  float32), named ``obs`` (or the Dict key);
+- a Discrete: ``[B]`` int64, the value as the env returns it (``start`` included);
+- an image Box (rank 3): ``[B, *space.shape]`` in the space's dtype if uint8, else float32.
+
+:func:`observation_inputs` turns a batch of env observations into these arrays.
+
+Output ``action``: ``[B, *action_space.shape]`` in the action space's dtype (float32 for most Box
+spaces, int64 for Discrete and MultiDiscrete by default), exactly what ``Policy`` returns: the
+cast is part of the graph.
+
+Right after writing, the file is loaded back (onnxruntime for ONNX, ``torch.export.load`` for pt2)
+and run on observations sampled from the observation space, and on the same scaled by 10 (so Box
+actions saturate); its actions must equal ``Policy``'s (discrete actions exactly, Box actions
+within ``1e-5 * max(1, largest |bound|)``), else the file is removed and :class:`ExportError` is
+raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from shell.checkpoint import load_checkpoint
+from shell.errors import ConfigError, ExportError
+from shell.evaluation import Policy, load_policy, resolve_checkpoint
+from shell.observations import ObsLayout, ObsPart, obs_layout
+
+FORMATS = ("onnx", "pt2")
+CHECK_SAMPLES = 32
+CHECK_SCALE = 10.0
+RTOL_BOX = 1e-5
+ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")
+METADATA_KEY = "ppo_core"
+# torch's note on saving and loading the image encoders' channels_last weights (harmless on the CPU)
+NO_COMPLETE_TENSOR = "No complete tensor found in the group"
+
+
+class ExportResult(NamedTuple):
+    """What :func:`export_policy` wrote.
+
+    Attributes:
+        path: the file.
+        format: ``"onnx"`` or ``"pt2"``.
+        input_names: the inputs in order (``["obs"]``, or the Dict keys).
+        max_abs_diff: the largest ``|exported - Policy|`` over the check's actions (0.0 for discrete).
+        checked_observations: how many observations the check ran.
+    """
+
+    path: Path
+    format: str
+    input_names: list[str]
+    max_abs_diff: float
+    checked_observations: int
+
+
+def _input_dtype(part: ObsPart) -> np.dtype:
+    if part.kind == "onehot":
+        return np.dtype(np.int64)
+    if part.kind == "image" and part.dtype == torch.uint8:
+        return np.dtype(np.uint8)
+    return np.dtype(np.float32)
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype)).dtype
+
+
+class DeterministicPolicy(nn.Module):
+    """The traceable deterministic policy: raw observation parts -> env actions (what gets exported).
+
+    ``forward(*inputs)`` takes one tensor per part of ``layout`` in its key order (see the module
+    docstring for shapes and dtypes) and returns ``[B, *action_space.shape]`` in the action space's
+    dtype, equal to :class:`shell.evaluation.Policy`'s output for the same observations.
+
+    Args:
+        agent: a loaded :class:`shell.policies.ActorCritic` (eval mode, on the CPU).
+        observation_space: the env's observation space, as the policy sees it.
+    """
+
+    def __init__(self, agent: nn.Module, observation_space: gym.Space):
+        super().__init__()
+        self.agent = agent
+        self.layout: ObsLayout = obs_layout(observation_space)
+        self.action_space = agent.action_space
+        space = self.action_space
+        self.box = isinstance(space, spaces.Box)
+        self.out_dtype = _torch_dtype(space.dtype)
+        self.action_shape = tuple(space.shape)
+        if self.box:
+            # to_env_action clips a float32 action against bounds of the space's dtype in numpy's common dtype
+            clip = np.result_type(np.float32, space.dtype)
+            self.clip_dtype = _torch_dtype(clip)
+            self.register_buffer("low", torch.as_tensor(np.asarray(space.low, clip)), persistent=False)
+            self.register_buffer("high", torch.as_tensor(np.asarray(space.high, clip)), persistent=False)
+
+    @property
+    def input_names(self) -> list[str]:
+        return ["obs" if key is None else str(key) for key in self.layout.parts]
+
+    def _part(self, x: torch.Tensor, part: ObsPart) -> torch.Tensor:
+        """One raw input -> the tensor shell.observations.to_tensor gives."""
+        if part.kind == "onehot":
+            index = x.long() - int(part.space.start)
+            return nn.functional.one_hot(index, part.shape[0]).to(torch.float32)
+        if part.kind == "image":
+            return x if part.dtype == torch.uint8 else x.to(torch.float32)
+        return x.to(torch.float32).reshape(x.shape[0], part.shape[0])
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        parts = self.layout.parts
+        if self.layout.is_dict:
+            obs: Any = {key: self._part(x, part) for (key, part), x in zip(parts.items(), inputs, strict=True)}
+        else:
+            obs = self._part(inputs[0], parts[None])
+        action = self.agent.act(obs, deterministic=True)
+        if self.box:  # shell.actions.to_env_action: reshape, clip in the common dtype, cast
+            action = action.reshape(action.shape[0], *self.action_shape).to(self.clip_dtype)
+            action = torch.minimum(torch.maximum(action, self.low), self.high)
+        return action.to(self.out_dtype)
+
+
+def observation_inputs(obs: Any, observation_space: gym.Space) -> list[np.ndarray]:
+    """A batch of env observations ``[B, ...]`` (a dict of them for Dict spaces) -> the exported
+    function's inputs, in order, with the dtypes of the module docstring.
+
+    Raises:
+        ConfigError: an observation space the policies cannot serve (shell.observations.obs_layout).
+    """
+    layout = obs_layout(observation_space)
+    out = []
+    for key, part in layout.parts.items():
+        value = np.asarray(obs if key is None else obs[key])
+        out.append(np.ascontiguousarray(value, dtype=_input_dtype(part)))
+    return out
+
+
+def _check_observations(observation_space: gym.Space, n: int, seed: int = 0) -> Any:
+    """``n`` observations sampled from the space, then the same with their float vector parts
+    scaled by :data:`CHECK_SCALE` (``2n`` in all), batched like a vector env's."""
+    space = observation_space
+    space.seed(seed)
+    samples = [space.sample() for _ in range(n)]
+    layout = obs_layout(space)
+
+    def stack(key: str | None) -> np.ndarray:
+        return np.stack([np.asarray(s if key is None else s[key]) for s in samples])
+
+    def scaled(value: np.ndarray, part: ObsPart) -> np.ndarray:
+        if part.kind == "flat" and value.dtype.kind == "f":
+            return np.concatenate([value, value * CHECK_SCALE])
+        return np.concatenate([value, value])
+
+    if layout.is_dict:
+        return {key: scaled(stack(key), part) for key, part in layout.parts.items()}
+    return scaled(stack(None), layout.parts[None])
+
+
+def _require_onnx() -> None:
+    missing = []
+    for name in ONNX_PACKAGES:
+        try:
+            __import__(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise ConfigError(f"--format onnx needs {', '.join(missing)}; run: pip install -e \".[export]\"")
+
+
+def _example(module: DeterministicPolicy, observation_space: gym.Space) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.from_numpy(x[:2]) for x in observation_inputs(_check_observations(observation_space, 2),
+                                                                    observation_space))
+
+
+def _dynamic_shapes(module: DeterministicPolicy) -> tuple[tuple[dict[int, Any], ...]]:
+    """Every input's dim 0 is the one dynamic batch (grouped as the signature's ``*inputs``)."""
+    batch = torch.export.Dim("batch", min=1, max=2**20)
+    return (tuple({0: batch} for _ in module.layout.parts),)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+_ONNX_REGISTRATION_LOGGER = "torch.onnx._internal.exporter._registration"
+
+
+@contextlib.contextmanager
+def _quiet(name: str):
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _write_onnx(module: DeterministicPolicy, example: tuple, path: Path, metadata: dict[str, Any]) -> None:
+    import onnx
+
+    try:
+        # the exporter prints its progress on stdout, which belongs to the CLI's JSON line; its notes on
+        # torchvision's operators and a pytree deprecation inside torch are noise for this model
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings(), _quiet(_ONNX_REGISTRATION_LOGGER):
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.filterwarnings("ignore", message=".*will not be used, since it shares the same shape")
+            program = torch.onnx.export(module, example, dynamo=True, input_names=module.input_names,
+                                        output_names=["action"], dynamic_shapes=_dynamic_shapes(module),
+                                        external_data=False, optimize=True, verbose=False)
+    except Exception as exc:
+        raise ExportError(f"torch.onnx.export failed: {_first_line(exc)}") from exc
+    model = program.model_proto
+    onnx.helper.set_model_props(model, {METADATA_KEY: json.dumps(metadata)})
+    onnx.save_model(model, str(path))
+
+
+def _write_pt2(module: DeterministicPolicy, example: tuple, path: Path, metadata: dict[str, Any]) -> None:
+    try:
+        program = torch.export.export(module, example, dynamic_shapes=_dynamic_shapes(module))
+    except Exception as exc:
+        raise ExportError(f"torch.export.export failed: {_first_line(exc)}") from exc
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=NO_COMPLETE_TENSOR)
+        torch.export.save(program, str(path), extra_files={f"{METADATA_KEY}.json": json.dumps(metadata)})
+
+
+def load_exported(path: str | Path, format: str):
+    """A callable ``(*inputs: np.ndarray) -> np.ndarray`` for an exported file (the check uses it).
+
+    ONNX runs through an onnxruntime ``InferenceSession`` on the CPU; pt2 through
+    ``torch.export.load(path).module()``.
+    """
+    if format == "onnx":
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        return lambda *inputs: session.run(None, dict(zip(names, inputs, strict=True)))[0]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=NO_COMPLETE_TENSOR)
+        program = torch.export.load(str(path)).module()
+
+    def run(*inputs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return program(*(torch.from_numpy(x) for x in inputs)).numpy()
+
+    return run
+
+
+def check_exported(run: Any, policy: Policy, obs: Any, observation_space: gym.Space) -> float:
+    """Compare an exported function with ``policy`` on a batch of observations ``obs``.
+
+    Returns:
+        The largest absolute difference of the actions (0.0 for discrete actions).
+
+    Raises:
+        ExportError: a different shape or dtype, a discrete action that differs, or a Box action
+            further than ``1e-5 * max(1, largest |bound|)`` from the policy's.
+    """
+    expected = policy(obs)
+    got = np.asarray(run(*observation_inputs(obs, observation_space)))
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        raise ExportError(f"the exported policy returns {got.dtype}{list(got.shape)}, the policy "
+                          f"{expected.dtype}{list(expected.shape)}")
+    diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+    worst = float(diff.max()) if diff.size else 0.0
+    space = policy.action_space
+    if isinstance(space, spaces.Box) and space.dtype.kind == "f":
+        bound = float(np.max(np.abs(np.concatenate([space.low.ravel(), space.high.ravel()]))))
+        tol = RTOL_BOX * max(1.0, bound)
+    else:
+        tol = 0.0
+    if not worst <= tol:  # also catches NaN
+        rows = int((diff.reshape(len(diff), -1) > tol).any(axis=1).sum())
+        raise ExportError(f"the exported policy differs from the checkpoint's on {rows} of {len(diff)} "
+                          f"observations (max |difference| {worst:.3g}, allowed {tol:.3g})")
+    return worst
+
+
+def export_policy(target: str | Path, format: str = "onnx", out: str | Path | None = None) -> ExportResult:
+    """Export the deterministic policy of a checkpoint (or of a run dir's newest one) to one file.
+
+    See the module docstring for the exported function's inputs and output. The policy is exported
+    on the CPU, with a dynamic batch dimension, and checked against :class:`shell.evaluation.Policy`
+    before the file is put in place (it is written to a temporary file in the same folder and
+    renamed, so ``out`` is never a half-written or unchecked file).
+
+    Args:
+        target: a run dir or a checkpoint file.
+        format: ``"onnx"`` (through ``torch.onnx.export``, the dynamo-based exporter; needs the
+            ``export`` extra) or ``"pt2"`` (``torch.export.export`` + ``torch.export.save``; load it
+            with ``torch.export.load(path).module()``).
+        out: the file to write; default: beside the checkpoint, named after it with the
+            format's suffix (``checkpoints/ckpt_000000065536.onnx``).
+
+    Returns:
+        An :class:`ExportResult`.
+
+    Raises:
+        ConfigError: an unknown format, a missing ``export`` extra (with the pip command), a bad
+            target (no run dir or checkpoint, a corrupt checkpoint), or an ``out`` that cannot be
+            written.
+        ExportError: the exporter failed, or the written file does not act as the policy does.
+    """
+    if format not in FORMATS:
+        raise ConfigError(f"unknown export format {format!r}; choose one of {list(FORMATS)}")
+    if format == "onnx":
+        _require_onnx()
+    checkpoint = resolve_checkpoint(target)
+    policy = load_policy(checkpoint, "cpu")
+    agent, observation_space = policy.agent, policy.observation_space
+    state = load_checkpoint(checkpoint)
+    if format == "onnx" and state["config"]["policy"].get("cnn_precision") == "bfloat16" and any(
+            part.kind == "image" for part in obs_layout(observation_space).parts.values()):
+        raise ConfigError("policy.cnn_precision = 'bfloat16': onnxruntime has no bfloat16 convolutions on the CPU; "
+                          "export with --format pt2")
+    path = Path(out) if out is not None else checkpoint.with_suffix(f".{format}")
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a folder; name the file to write")
+    module = DeterministicPolicy(agent, observation_space).eval()
+    space = policy.action_space
+    metadata = {
+        "env_id": state["config"]["env"]["id"],
+        "checkpoint": str(checkpoint),
+        "env_steps": state.get("env_steps"),
+        "inputs": [{"name": name, "shape": ["batch", *part.space.shape], "dtype": str(_input_dtype(part))}
+                   for name, part in zip(module.input_names, module.layout.parts.values(), strict=True)],
+        "output": {"name": "action", "shape": ["batch", *space.shape], "dtype": str(space.dtype),
+                   "action_space": str(space)},
+    }
+    example = _example(module, observation_space)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # the temporary name keeps the suffix: torch.export.save and load insist on ".pt2"
+        fd, name = tempfile.mkstemp(prefix=f".{path.stem}.tmp", suffix=f".{format}", dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror}") from None
+    tmp = Path(name)
+    try:
+        (_write_onnx if format == "onnx" else _write_pt2)(module, example, tmp, metadata)
+        run = load_exported(tmp, format)
+        obs = _check_observations(observation_space, CHECK_SAMPLES)
+        worst = check_exported(run, policy, obs, observation_space)
+        single = {k: v[:1] for k, v in obs.items()} if isinstance(obs, dict) else obs[:1]
+        worst = max(worst, check_exported(run, policy, single, observation_space))  # a batch of one
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ExportResult(path, format, module.input_names, worst, 2 * CHECK_SAMPLES + 1)
+
+
+def export_summary(result: ExportResult) -> dict[str, Any]:
+    """The ``export`` command's JSON line."""
+    return {"export": str(result.path), "format": result.format, "inputs": result.input_names,
+            "checked_observations": result.checked_observations, "checked_max_abs_diff": result.max_abs_diff}
+
+
+__all__: Sequence[str] = ["DeterministicPolicy", "ExportResult", "check_exported", "export_policy", "load_exported",
+                          "observation_inputs"]
