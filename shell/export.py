@@ -22,6 +22,11 @@ Output ``action``: ``[B, *action_space.shape]`` in the action space's dtype (flo
 spaces, int64 for Discrete and MultiDiscrete by default), exactly what ``Policy`` returns: the
 cast is part of the graph.
 
+A recurrent policy (``policy.recurrent``) carries its state explicitly: two more inputs after the
+observation parts, ``state`` ``[B, S]`` float32 (zeros to start; ``S`` in the metadata) and
+``episode_start`` ``[B]`` bool (true where the observation is the first of an episode: the state
+restarts there), and a second output ``state_out`` ``[B, S]`` to feed back on the next step.
+
 Right after writing, the file is loaded back (onnxruntime for ONNX, ``torch.export.load`` for pt2)
 and run on observations sampled from the observation space, and on the same scaled by 10 (so Box
 actions saturate); its actions must equal ``Policy``'s (discrete actions exactly, Box actions
@@ -57,6 +62,7 @@ FORMATS = ("onnx", "pt2")
 CHECK_SAMPLES = 32
 CHECK_SCALE = 10.0
 RTOL_BOX = 1e-5
+RECURRENT_CHECK_STEPS = 5  # steps of the recurrent check, with the state fed back
 ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 METADATA_KEY = "ppo_core"
 # torch's note on saving and loading the image encoders' channels_last weights (harmless on the CPU)
@@ -108,6 +114,8 @@ class DeterministicPolicy(nn.Module):
     def __init__(self, agent: nn.Module, observation_space: gym.Space):
         super().__init__()
         self.agent = agent
+        self.recurrent = bool(getattr(agent, "recurrent", False))
+        self.state_size = int(agent.initial_state(1, torch.device("cpu")).shape[1]) if self.recurrent else 0
         self.layout: ObsLayout = obs_layout(observation_space)
         self.action_space = agent.action_space
         space = self.action_space
@@ -123,7 +131,12 @@ class DeterministicPolicy(nn.Module):
 
     @property
     def input_names(self) -> list[str]:
-        return ["obs" if key is None else str(key) for key in self.layout.parts]
+        names = ["obs" if key is None else str(key) for key in self.layout.parts]
+        return [*names, "state", "episode_start"] if self.recurrent else names
+
+    @property
+    def output_names(self) -> list[str]:
+        return ["action", "state_out"] if self.recurrent else ["action"]
 
     def _part(self, x: torch.Tensor, part: ObsPart) -> torch.Tensor:
         """One raw input -> the tensor shell.observations.to_tensor gives."""
@@ -134,17 +147,22 @@ class DeterministicPolicy(nn.Module):
             return x if part.dtype == torch.uint8 else x.to(torch.float32)
         return x.to(torch.float32).reshape(x.shape[0], part.shape[0])
 
-    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         parts = self.layout.parts
+        if self.recurrent:
+            inputs, (state, episode_start) = inputs[:-2], inputs[-2:]
         if self.layout.is_dict:
             obs: Any = {key: self._part(x, part) for (key, part), x in zip(parts.items(), inputs, strict=True)}
         else:
             obs = self._part(inputs[0], parts[None])
-        action = self.agent.act(obs, deterministic=True)
+        if self.recurrent:
+            action, state = self.agent.act_step(obs, state, episode_start.to(torch.bool), deterministic=True)
+        else:
+            action = self.agent.act(obs, deterministic=True)
         if self.box:  # shell.actions.to_env_action: reshape, clip in the common dtype, cast
             action = action.reshape(action.shape[0], *self.action_shape).to(self.clip_dtype)
             action = torch.minimum(torch.maximum(action, self.low), self.high)
-        return action.to(self.out_dtype)
+        return (action.to(self.out_dtype), state) if self.recurrent else action.to(self.out_dtype)
 
 
 def observation_inputs(obs: Any, observation_space: gym.Space) -> list[np.ndarray]:
@@ -195,14 +213,17 @@ def _require_onnx() -> None:
 
 
 def _example(module: DeterministicPolicy, observation_space: gym.Space) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.from_numpy(x[:2]) for x in observation_inputs(_check_observations(observation_space, 2),
-                                                                    observation_space))
+    example = tuple(torch.from_numpy(x[:2]) for x in observation_inputs(_check_observations(observation_space, 2),
+                                                                       observation_space))
+    if module.recurrent:
+        example += (torch.zeros(2, module.state_size), torch.ones(2, dtype=torch.bool))
+    return example
 
 
 def _dynamic_shapes(module: DeterministicPolicy) -> tuple[tuple[dict[int, Any], ...]]:
     """Every input's dim 0 is the one dynamic batch (grouped as the signature's ``*inputs``)."""
     batch = torch.export.Dim("batch", min=1, max=2**20)
-    return (tuple({0: batch} for _ in module.layout.parts),)
+    return (tuple({0: batch} for _ in module.input_names),)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -234,7 +255,7 @@ def _write_onnx(module: DeterministicPolicy, example: tuple, path: Path, metadat
             warnings.simplefilter("ignore", FutureWarning)
             warnings.filterwarnings("ignore", message=".*will not be used, since it shares the same shape")
             program = torch.onnx.export(module, example, dynamo=True, input_names=module.input_names,
-                                        output_names=["action"], dynamic_shapes=_dynamic_shapes(module),
+                                        output_names=module.output_names, dynamic_shapes=_dynamic_shapes(module),
                                         external_data=False, optimize=True, verbose=False)
     except Exception as exc:
         raise ExportError(f"torch.onnx.export failed: {_first_line(exc)}") from exc
@@ -254,7 +275,8 @@ def _write_pt2(module: DeterministicPolicy, example: tuple, path: Path, metadata
 
 
 def load_exported(path: str | Path, format: str):
-    """A callable ``(*inputs: np.ndarray) -> np.ndarray`` for an exported file (the check uses it).
+    """A callable ``(*inputs: np.ndarray) -> np.ndarray`` for an exported file (the check uses it);
+    for a recurrent policy it returns ``(action, state_out)``.
 
     ONNX runs through an onnxruntime ``InferenceSession`` on the CPU; pt2 through
     ``torch.export.load(path).module()``.
@@ -267,14 +289,20 @@ def load_exported(path: str | Path, format: str):
         options.inter_op_num_threads = 1
         session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         names = [i.name for i in session.get_inputs()]
-        return lambda *inputs: session.run(None, dict(zip(names, inputs, strict=True)))[0]
+
+        def run_onnx(*inputs: np.ndarray) -> Any:
+            outputs = session.run(None, dict(zip(names, inputs, strict=True)))
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+        return run_onnx
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=NO_COMPLETE_TENSOR)
         program = torch.export.load(str(path)).module()
 
-    def run(*inputs: np.ndarray) -> np.ndarray:
+    def run(*inputs: np.ndarray) -> Any:
         with torch.inference_mode():
-            return program(*(torch.from_numpy(x) for x in inputs)).numpy()
+            out = program(*(torch.from_numpy(x) for x in inputs))
+        return tuple(x.numpy() for x in out) if isinstance(out, tuple | list) else out.numpy()
 
     return run
 
@@ -291,6 +319,31 @@ def check_exported(run: Any, policy: Policy, obs: Any, observation_space: gym.Sp
     """
     expected = policy(obs)
     got = np.asarray(run(*observation_inputs(obs, observation_space)))
+    return _compare(got, expected, policy)
+
+
+def check_exported_recurrent(run: Any, policy: Policy, obs: Any, observation_space: gym.Space,
+                             steps: int = RECURRENT_CHECK_STEPS) -> float:
+    """:func:`check_exported` for a recurrent policy: ``steps`` steps on the batch ``obs`` (rolled by
+    one row per step, so every step differs), the exported state fed back each step, the episode
+    restarting in every third row at step 2. Returns the largest absolute difference."""
+    policy.reset()
+    n = len(next(iter(obs.values())) if isinstance(obs, dict) else obs)
+    state = np.zeros((n, policy.agent.initial_state(1).shape[1]), np.float32)
+    worst = 0.0
+    for t in range(steps):
+        obs_t = {k: np.roll(v, t, axis=0) for k, v in obs.items()} if isinstance(obs, dict) else np.roll(obs, t, 0)
+        start = np.zeros(n, bool) if t else np.ones(n, bool)
+        if t == 2:
+            start[::3] = True
+        expected = policy(obs_t, episode_start=start)
+        got, state = run(*observation_inputs(obs_t, observation_space), state, start)
+        worst = max(worst, _compare(np.asarray(got), expected, policy))
+    return worst
+
+
+def _compare(got: np.ndarray, expected: np.ndarray, policy: Policy) -> float:
+    """The largest ``|got - expected|``; raises ExportError past the tolerance (see check_exported)."""
     if got.shape != expected.shape or got.dtype != expected.dtype:
         raise ExportError(f"the exported policy returns {got.dtype}{list(got.shape)}, the policy "
                           f"{expected.dtype}{list(expected.shape)}")
@@ -356,10 +409,14 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
         "checkpoint": str(checkpoint),
         "env_steps": state.get("env_steps"),
         "inputs": [{"name": name, "shape": ["batch", *part.space.shape], "dtype": str(_input_dtype(part))}
-                   for name, part in zip(module.input_names, module.layout.parts.values(), strict=True)],
+                   for name, part in zip(module.input_names, module.layout.parts.values(), strict=False)],
         "output": {"name": "action", "shape": ["batch", *space.shape], "dtype": str(space.dtype),
                    "action_space": str(space)},
     }
+    if module.recurrent:
+        metadata["inputs"] += [{"name": "state", "shape": ["batch", module.state_size], "dtype": "float32"},
+                               {"name": "episode_start", "shape": ["batch"], "dtype": "bool"}]
+        metadata["state_out"] = {"name": "state_out", "shape": ["batch", module.state_size], "dtype": "float32"}
     example = _example(module, observation_space)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -373,14 +430,16 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
         (_write_onnx if format == "onnx" else _write_pt2)(module, example, tmp, metadata)
         run = load_exported(tmp, format)
         obs = _check_observations(observation_space, CHECK_SAMPLES)
-        worst = check_exported(run, policy, obs, observation_space)
         single = {k: v[:1] for k, v in obs.items()} if isinstance(obs, dict) else obs[:1]
-        worst = max(worst, check_exported(run, policy, single, observation_space))  # a batch of one
+        check = check_exported_recurrent if module.recurrent else check_exported
+        worst = check(run, policy, obs, observation_space)
+        worst = max(worst, check(run, policy, single, observation_space))  # a batch of one
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return ExportResult(path, format, module.input_names, worst, 2 * CHECK_SAMPLES + 1)
+    checked = (2 * CHECK_SAMPLES + 1) * (RECURRENT_CHECK_STEPS if module.recurrent else 1)
+    return ExportResult(path, format, module.input_names, worst, checked)
 
 
 def export_summary(result: ExportResult) -> dict[str, Any]:
@@ -389,5 +448,5 @@ def export_summary(result: ExportResult) -> dict[str, Any]:
             "checked_observations": result.checked_observations, "checked_max_abs_diff": result.max_abs_diff}
 
 
-__all__: Sequence[str] = ["DeterministicPolicy", "ExportResult", "check_exported", "export_policy", "load_exported",
-                          "observation_inputs"]
+__all__: Sequence[str] = ["DeterministicPolicy", "ExportResult", "check_exported", "check_exported_recurrent",
+                          "export_policy", "load_exported", "observation_inputs"]

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import gymnasium as gym
 import numpy as np
 import onnx
 import onnxruntime
@@ -279,3 +280,26 @@ def test_a_bfloat16_cnn_exports_to_pt2_and_is_refused_for_onnx(tmp_path):
         export_policy(run, "onnx", tmp_path / "p.onnx")
     assert not (tmp_path / "p.onnx").exists()
     assert export_policy(run, "pt2", tmp_path / "p.pt2").max_abs_diff == 0.0
+
+
+@pytest.mark.parametrize(("env_id", "kind"), [("CartPoleNoVel-v1", "lstm"), ("PendulumNoVel-v1", "gru")])
+def test_a_recurrent_policy_exports_with_its_state_as_inputs_and_outputs(tmp_path, env_id, kind):
+    """Whole episodes of the real env: the file, fed its own state_out, acts as load_policy does."""
+    run = tiny_run(tmp_path, {"id": env_id}, {"recurrent": kind, "rnn_hidden_size": 16})
+    for fmt in ("onnx", "pt2"):
+        result = export_policy(run, fmt, tmp_path / f"policy.{fmt}")
+        assert result.input_names == ["obs", "state", "episode_start"]
+        run_file = load_exported(result.path, fmt)
+        policy = load_policy(run)
+        env = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4)
+        obs, _ = env.reset(seed=7)
+        state = np.zeros((4, policy.agent.initial_state(1).shape[1]), np.float32)
+        start = np.ones(4, bool)
+        box = isinstance(policy.action_space, spaces.Box)
+        for _ in range(60):  # CartPole episodes end within that: restarts are exercised
+            expected = policy(obs, episode_start=start)
+            got, state = run_file(obs.astype(np.float32), state, start)
+            assert_same_actions(np.asarray(got), expected, box)
+            obs, _, terminated, truncated, _ = env.step(expected)
+            start = terminated | truncated
+        env.close()
