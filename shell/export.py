@@ -362,7 +362,8 @@ def _compare(got: np.ndarray, expected: np.ndarray, policy: Policy) -> float:
     return worst
 
 
-def export_policy(target: str | Path, format: str = "onnx", out: str | Path | None = None) -> ExportResult:
+def export_policy(target: str | Path, format: str = "onnx", out: str | Path | None = None,
+                  env: Any = None) -> ExportResult:
     """Export the deterministic policy of a checkpoint (or of a run dir's newest one) to one file.
 
     See the module docstring for the exported function's inputs and output. The policy is exported
@@ -377,6 +378,7 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
             with ``torch.export.load(path).module()``).
         out: the file to write; default: beside the checkpoint, named after it with the
             format's suffix (``checkpoints/ckpt_000000065536.onnx``).
+        env: the env factory (or vector env) of a run trained from one, for its spaces.
 
     Returns:
         An :class:`ExportResult`.
@@ -392,7 +394,7 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
     if format == "onnx":
         _require_onnx()
     checkpoint = resolve_checkpoint(target)
-    policy = load_policy(checkpoint, "cpu")
+    policy = load_policy(checkpoint, "cpu", env)
     agent, observation_space = policy.agent, policy.observation_space
     state = load_checkpoint(checkpoint)
     if format == "onnx" and state["config"]["policy"].get("cnn_precision") == "bfloat16" and any(
