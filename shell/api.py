@@ -37,7 +37,7 @@ from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import Config, config_from_dict, config_from_saved, load_config, parse_override
 from shell.distributed import Dist
 from shell.errors import ConfigError
-from shell.evaluation import Policy
+from shell.evaluation import SOURCE_NAMES, Policy
 from shell.runner import Trainer, prepare_run_dir
 from shell.stop import StopRequest
 
@@ -178,7 +178,8 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
             for the defaults.
         env: an env id, a ``Callable[[], gymnasium.Env]`` (called once per sub-env; wrapped with
             the config's ``env.obs_keys`` / Atari chain), or a ready ``gymnasium.vector.VectorEnv``
-            (SAME_STEP or NEXT_STEP autoreset; its ``num_envs`` wins). None: the config's ``env.id``.
+            (SAME_STEP or NEXT_STEP autoreset; its ``num_envs`` wins; it is closed at the end, as
+            the envs the run builds are). None: the config's ``env.id``.
         overrides: ``{"ppo.learning_rate": 1e-3, "env.kwargs.continuous": True}`` or CLI-style
             ``["ppo.learning_rate=1e-3"]``.
         seed, total_timesteps, device: ``run.*`` values that win over the config and overrides.
@@ -247,9 +248,9 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
     state = load_checkpoint(path)
     kind = state.get("env_source")
     if kind is not None and env is None:
-        what = kind.replace("_", " ")
-        raise ConfigError(f"{run_dir} was trained on an env {what}, which its config cannot rebuild; resume it "
-                          f"from Python: shell.resume({str(run_dir)!r}, env=<the same {what}>)")
+        what = SOURCE_NAMES[kind]
+        raise ConfigError(f"{run_dir} was trained on {what}, which its config cannot rebuild; resume it from "
+                          f"Python: shell.resume({str(run_dir)!r}, env=<the same {what.split(' ', 1)[1]}>)")
     if total_timesteps is not None:
         # totals round up to whole updates: the same flags again (e.g. after a preemption) are fine
         saved = state["config"]

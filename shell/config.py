@@ -208,7 +208,8 @@ class RunConfig:
     checkpoint_every: int = _field(10, "Write a checkpoint every this many updates (0 = only at the end).",
                                    _range(0))
     keep_checkpoints: int = _field(3, "Keep this many most recent checkpoints, plus best.pt.", _range(1))
-    torch_threads: int = _field(1, "torch.set_num_threads; small MLPs are fastest with 1 per process.", _range(1))
+    torch_threads: int = _field(1, "main.py's torch.set_num_threads (small MLPs are fastest with 1 per process); "
+                                   "shell.train leaves threads to its caller.", _range(1))
 
 
 SECTIONS: dict[str, type] = {"env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "run": RunConfig}

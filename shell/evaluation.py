@@ -23,6 +23,7 @@ from shell.observations import obs_layout, to_tensor
 from shell.stop import StopRequest
 
 EVAL_SEED_OFFSET = 1_000_000
+SOURCE_NAMES = {"factory": "an env factory", "vector_env": "a ready vector env"}  # checkpoint["env_source"]
 DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000
 
 
@@ -165,9 +166,10 @@ def _load(target: str | Path, device: str | torch.device,
     state = load_checkpoint(path, map_location=device)
     kind = state.get("env_source")
     if kind is not None and env is None:
-        what = kind.replace("_", " ")
-        raise ConfigError(f"{path} was trained on an env {what}, which its config cannot rebuild; load or evaluate "
-                          f"it from Python: shell.load_policy({str(target)!r}, env=<the same {what}>)")
+        what = SOURCE_NAMES[kind]
+        raise ConfigError(f"{path} was trained on {what}, which its config cannot rebuild; use it from Python "
+                          f"with env=<the same {what.split(' ', 1)[1]}>: "
+                          f"shell.load_policy({str(target)!r}, env=...), export_policy(..., env=...)")
     config = config_from_saved(state["config"])
     agent, observation_space = build_agent(config, device, env)
     agent.load_state_dict(state["model"])
@@ -268,8 +270,12 @@ class Policy:
         if self._start is None or env_indices is None:
             self.state = self._start = None
         else:
+            index = torch.as_tensor(env_indices, dtype=torch.long, device=self.device).reshape(-1)
+            n = len(self._start)
+            if len(index) and not (-n <= int(index.min()) and int(index.max()) < n):
+                raise IndexError(f"Policy.reset({env_indices!r}): the policy holds the state of {n} env(s)")
             start = self._start.clone()  # a plain tensor: the stored one was made in inference mode
-            start[torch.as_tensor(env_indices, dtype=torch.long, device=self.device)] = True
+            start[index] = True
             self._start = start
 
     def __call__(self, obs: Any, episode_start: Any = None) -> np.ndarray:
