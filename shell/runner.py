@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -103,10 +104,19 @@ class Trainer:
     ``stop`` is polled at every env step, after every minibatch and during every
     evaluation; once requested, the run saves a checkpoint and returns its summary
     with ``interrupted: true`` (the CLI requests it on SIGINT/SIGTERM).
+
+    ``callbacks`` are called on rank 0 after each update's metrics row is written, with
+    that row (the columns of metrics.csv; ``eval_return`` is ``""`` when no evaluation ran
+    in the update). If one returns True, the loop ends after that update: the final
+    checkpoint and evaluation follow as usual and the summary has ``stopped_early: true``. An exception
+    raised by a callback propagates out of ``train()``.
     """
 
-    def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None):
+    def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None,
+                 callbacks: Sequence[Callable[[dict[str, Any]], bool | None]] = ()):
         self.config = config
+        self.callbacks = tuple(callbacks)
+        self.stopped_early = False
         self.run_dir = Path(run_dir)
         self.dist = dist or Dist()
         self.stop = stop or StopRequest()
@@ -329,6 +339,8 @@ class Trainer:
                 row, pending = pending, None
                 if logs is not None:
                     logs.write(row)
+                    # every callback sees the row; True from any ends the loop after this update
+                    self.stopped_early = any([bool(callback(row)) for callback in self.callbacks])
                 if eval_due or (cfg.run.checkpoint_every and self.update % cfg.run.checkpoint_every == 0):
                     checkpoint = self.save()
                     if main and eval_due and row["eval_return"] == self.best_eval:
@@ -338,6 +350,8 @@ class Trainer:
                 progress.update(step_batch)
                 progress.set_postfix(sps=int(row["sps"]), refresh=False,
                                      ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
+                if self.stopped_early:
+                    break  # the final checkpoint and evaluation follow
             checkpoint = self.save()
             if main:
                 outcome = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device,
@@ -401,6 +415,7 @@ class Trainer:
             "world_size": self.dist.world_size,
             "device": str(self.device),
             "interrupted": self._signal is not None,
+            "stopped_early": self.stopped_early,
         }
         if self._signal is not None:
             summary["signal"] = signal.Signals(self._signal).name
@@ -411,18 +426,20 @@ class Trainer:
 
 
 def train(config: Config, run_dir: Path | None = None, dist: Dist | None = None,
-          stop: StopRequest | None = None) -> dict[str, Any]:
+          stop: StopRequest | None = None,
+          callbacks: Sequence[Callable[[dict[str, Any]], bool | None]] = ()) -> dict[str, Any]:
     """Train one run and return its summary (also written to RUN_DIR/summary.json).
 
     Under torchrun, rank 0 picks and prepares the run dir and tells the others.
-    ``stop`` (see :class:`Trainer`) ends the run early with a checkpoint.
+    ``stop`` (see :class:`Trainer`) ends the run early with a checkpoint; ``callbacks``
+    (see :class:`Trainer`) see each update's metrics row.
     """
     dist = dist or Dist()
     existed = run_dir is not None and Path(run_dir).exists()
     path = prepare_run_dir(run_dir, config) if dist.is_main else None
     path = Path(dist.gather_objects(str(path))[0])
     try:
-        trainer = Trainer(config, path, dist, stop)
+        trainer = Trainer(config, path, dist, stop, callbacks)
     except ConfigError:
         # a start-up error (env id, space, device, missing extra) leaves no empty run dir behind
         if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):
