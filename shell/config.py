@@ -20,6 +20,7 @@ import tomllib
 from shell.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+TUNE_SECTION = "tune"  # read by ``main.py tune`` (shell/tune.py); training ignores it
 
 
 # ----------------------------------------------------------------------------- validators
@@ -242,6 +243,29 @@ def _closest(word: str, candidates: list[str]) -> str:
     return f"; did you mean {match[0]!r}?" if match else f"; known: {sorted(candidates)}"
 
 
+def section_from_dict(name: str, values: dict[str, Any]) -> Any:
+    """Build and validate one section (``env``, ``policy``, ``ppo`` or ``run``) from ``{key: value}``,
+    the other keys at their defaults; checks of the whole config (batch divisibility) are not made.
+
+    Raises:
+        ConfigError: unknown section or key (with the closest known one), wrong
+            type, or out-of-range value.
+    """
+    if name not in SECTIONS:
+        raise ConfigError(f"unknown config section [{name}]{_closest(name, list(SECTIONS))}")
+    if not isinstance(values, dict):
+        raise ConfigError(f"[{name}] must be a table of keys, got {values!r}")
+    cls = SECTIONS[name]
+    hints = typing.get_type_hints(cls)
+    fields = attrs.fields_dict(cls)
+    kwargs = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(f"unknown config key {name}.{key}{_closest(key, list(fields))}")
+        kwargs[key] = _check_type(f"{name}.{key}", value, hints[key])
+    return cls(**kwargs)
+
+
 def config_from_dict(data: dict[str, Any]) -> Config:
     """Build a validated :class:`Config` from nested ``{section: {key: value}}``.
 
@@ -249,22 +273,7 @@ def config_from_dict(data: dict[str, Any]) -> Config:
         ConfigError: unknown section or key (with the closest known one), wrong
             type, or out-of-range value.
     """
-    sections: dict[str, Any] = {}
-    for name, values in data.items():
-        if name not in SECTIONS:
-            raise ConfigError(f"unknown config section [{name}]{_closest(name, list(SECTIONS))}")
-        if not isinstance(values, dict):
-            raise ConfigError(f"[{name}] must be a table of keys, got {values!r}")
-        cls = SECTIONS[name]
-        hints = typing.get_type_hints(cls)
-        fields = attrs.fields_dict(cls)
-        kwargs = {}
-        for key, value in values.items():
-            if key not in fields:
-                raise ConfigError(f"unknown config key {name}.{key}{_closest(key, list(fields))}")
-            kwargs[key] = _check_type(f"{name}.{key}", value, hints[key])
-        sections[name] = cls(**kwargs)
-    return Config(**sections)
+    return Config(**{name: section_from_dict(name, values) for name, values in data.items()})
 
 
 def config_from_saved(data: dict[str, dict[str, Any]], **run: Any) -> Config:
@@ -343,6 +352,8 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
 def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) -> Config:
     """Load a config file, apply ``--set`` overrides, then explicit flags (which win).
 
+    A ``[tune]`` section in the file (the search space of ``main.py tune``) is ignored.
+
     Args:
         name: config file name or path (``None`` = all defaults).
         overrides: ``section.key=value`` strings.
@@ -355,7 +366,7 @@ def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) ->
     data: dict[str, Any] = {}
     if name is not None:
         data = read_toml(resolve_config_path(name))
-    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items() if k != TUNE_SECTION}
     for text in overrides:
         section, key, name, value = parse_override(text)
         table = data.setdefault(section, {})
