@@ -319,6 +319,28 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: it is not UTF-8 text") from None
 
 
+def split_key(path: str) -> tuple[str, str, str | None]:
+    """Split a config key ``section.key`` into ``(section, key, None)``, or a name in a table key
+    (``env.kwargs.size``) into ``(section, key, name)``, checking that the section and key exist.
+
+    Raises:
+        ConfigError: a malformed path, an unknown section or key (with the closest known one), or
+            a name under a key that is not a table.
+    """
+    section, dot, key = path.strip().partition(".")
+    key, sep, sub = key.partition(".")
+    if not dot or not section or not key or "." in sub or (sep and not sub):
+        raise ConfigError(f"{path!r} is not a config key; expected section.key, e.g. ppo.gamma")
+    if section not in SECTIONS:
+        raise ConfigError(f"unknown section {section!r}{_closest(section, list(SECTIONS))}")
+    fields = attrs.fields_dict(SECTIONS[section])
+    if key not in fields:
+        raise ConfigError(f"unknown key {section}.{key}{_closest(key, list(fields))}")
+    if sub and typing.get_origin(typing.get_type_hints(SECTIONS[section])[key]) is not dict:
+        raise ConfigError(f"{section}.{key} is not a table, so {path} names nothing")
+    return section, key, sub or None
+
+
 def parse_override(text: str) -> tuple[str, str, str | None, Any]:
     """Split ``section.key=value`` into ``(section, key, None, value)``; the value is parsed as TOML,
     else kept as a string.
@@ -331,22 +353,17 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
             ``section.table.name=value``) or names an unknown section or key.
     """
     path, sep, raw = text.partition("=")
-    section, dot, key = path.strip().partition(".")
-    key, _, sub = key.partition(".")
-    if not sep or not dot or not section or not key or "." in sub or (_ and not sub):
+    if not sep:
         raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. --set ppo.gamma=0.99")
-    if section not in SECTIONS:
-        raise ConfigError(f"--set {text!r}: unknown section {section!r}{_closest(section, list(SECTIONS))}")
-    fields = attrs.fields_dict(SECTIONS[section])
-    if key not in fields:
-        raise ConfigError(f"--set {text!r}: unknown key {section}.{key}{_closest(key, list(fields))}")
-    if sub and typing.get_origin(typing.get_type_hints(SECTIONS[section])[key]) is not dict:
-        raise ConfigError(f"--set {text!r}: {section}.{key} is not a table; expected section.key=value")
+    try:
+        section, key, sub = split_key(path)
+    except ConfigError as exc:
+        raise ConfigError(f"--set {text!r}: {exc}") from None
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
-    return section, key, sub or None, value
+    return section, key, sub, value
 
 
 def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) -> Config:
