@@ -89,18 +89,21 @@ FIXED_KEYS = {"run.seed": "--seeds", "run.eval_every": "[tune] evals", "run.eval
               "run.eval_max_episode_steps": "the config or --set"}
 
 DEFAULT_SPACE: dict[str, dict[str, Any]] = {
-    "env.num_envs": {"choice": [8, 16, 32]},
-    "ppo.num_steps": {"choice": [64, 128, 256]},
+    "env.num_envs": {"choice": [16, 32]},
+    "env.normalize_obs": {"choice": [False, True]},
+    "ppo.num_steps": {"choice": [128, 256]},
     "ppo.num_minibatches": {"choice": [2, 4, 8]},
-    "ppo.update_epochs": {"int": [4, 12]},
-    "ppo.learning_rate": {"log_uniform": [3e-4, 3e-3]},
+    "ppo.update_epochs": {"int": [4, 10]},
+    "ppo.learning_rate": {"log_uniform": [5e-4, 3e-3]},
     "ppo.anneal_lr": {"choice": [True, False]},
     "ppo.gamma": {"choice": [0.98, 0.99, 0.995]},
     "ppo.gae_lambda": {"choice": [0.9, 0.95, 0.98]},
     "ppo.ent_coef": {"log_uniform": [1e-4, 2e-2]},
     "policy.hidden_sizes": {"choice": [[64, 64], [128, 128]]},
 }
-"""PPO's usual keys around values that work on the classic-control and Box2D tasks. Every choice of
+"""PPO's usual keys, around the values of the shipped classic-control configs. Batches of 2,048 to
+8,192 transitions, at most 8 minibatches and 10 epochs keep a trial's update work at most twice the
+shipped Acrobot config's (smaller batches made trials several times slower); every choice of
 ``num_minibatches`` divides every ``num_envs * num_steps``."""
 
 
@@ -114,6 +117,10 @@ class TrialInterrupted(Exception):
 
 class SurplusTrial(Exception):
     """The study already had ``--trials`` trials counted or started when this one started."""
+
+
+class StaleTrial(Exception):
+    """Another process failed this trial while it ran: its heartbeat looked stale."""
 
 
 # ----------------------------------------------------------------------------- the search space
@@ -176,12 +183,13 @@ class Param:
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{ppo: {gamma: {uniform: [...]}}}`` and ``{"ppo.gamma": {uniform: [...]}}`` -> ``{"ppo.gamma": {...}}``.
 
-    A table that names a distribution is a leaf; any other value is a leaf too (and refused later).
+    A table of tables is a level of the path; anything else (a distribution such as ``{uniform = [a, b]}``
+    or a malformed value, refused later) is a leaf.
     """
     flat: dict[str, Any] = {}
     for name, value in table.items():
         path = f"{prefix}{name}"
-        if isinstance(value, dict) and value and not (set(value) & set(KINDS)):
+        if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
             flat.update(_flatten(value, path + "."))
         else:
             flat[path] = value
@@ -404,9 +412,11 @@ def open_storage(url: str, heartbeat: int | None = None) -> Any:
     """
     optuna = _optuna()
     kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        # several processes write one file: wait for its lock rather than fail
-        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+    sqlite = url.startswith("sqlite")
+    if sqlite:
+        # Several processes write one file: a transaction waits up to 60 s for the lock. pysqlite's own
+        # (deferred) transactions are turned off so that _begin_immediate can take the write lock first.
+        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60, "isolation_level": None}}
     if heartbeat is not None:
         retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
         if retry_class is not None:  # Optuna >= 4.9
@@ -415,7 +425,10 @@ def open_storage(url: str, heartbeat: int | None = None) -> Any:
             kwargs["failed_trial_callback"] = optuna.storages.RetryFailedTrialCallback(max_retry=1)
         kwargs.update(heartbeat_interval=heartbeat, grace_period=3 * heartbeat)
     try:
-        return optuna.storages.RDBStorage(url, **kwargs)
+        storage = optuna.storages.RDBStorage(url, **kwargs)
+        if sqlite:
+            _begin_immediate(storage.engine)
+        return storage
     except ImportError as exc:
         raise ConfigError(f"--storage {masked(url)}: its database driver is missing ({exc}); e.g. pip install "
                           "psycopg2-binary for postgresql://, pymysql for mysql+pymysql://") from None
@@ -423,6 +436,17 @@ def open_storage(url: str, heartbeat: int | None = None) -> Any:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"--storage {masked(url)}: cannot open it: {message} (expected a SQLAlchemy URL such as "
                           "sqlite:///study.db or postgresql://user:password@host/db)") from None
+
+
+def _begin_immediate(engine: Any) -> None:
+    """Start every SQLite transaction with ``BEGIN IMMEDIATE``: it takes the write lock at once (waiting
+    for it), where a deferred transaction that reads and then writes can fail at once with "database
+    is locked" when another process writes (SQLAlchemy's recipe for pysqlite transactions)."""
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "begin")
+    def begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _pruner(optuna: Any, settings: Settings) -> Any:
@@ -707,6 +731,8 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
             break
         lock.acquire()
         try:
+            if stop.requested:  # while it waited for the lock
+                break
             optuna.storages.fail_stale_trials(study)  # killed trials: FAIL, and queued for one retry
             counts = _counts(study)
             if _counted(counts) >= settings.trials:
@@ -716,21 +742,25 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
                 if not waiting_said:
                     say(f"waiting for {counts['RUNNING']} running trial(s) to end")
                     waiting_said = True
-                _sleep(settings.heartbeat, stop, parent_gone)
+                _sleep(1.0, stop, parent_gone)
                 continue
             outcome = _run_one_trial(study, settings, lock, stop, parent_gone, say)
         finally:
             lock.release()
         trial, error = outcome
-        frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
+        frozen = _stored(study, trial.number)
         counts = _counts(study)
         tally = f"{_counted(counts)} of {settings.trials} counted"
         if isinstance(error, TrialInterrupted):
-            retry(study, frozen)
-            say(f"trial {trial.number} FAIL ({error}); it is queued to run again")
+            retry(study, frozen)  # as the heartbeat check does for a killed trial: one retry at most
+            again = ("it is queued to run again" if "retry_history" not in frozen.system_attrs
+                     else "it was a retry already, so it is not queued again")
+            say(f"trial {trial.number} FAIL ({error}); {again}")
             break
         if isinstance(error, SurplusTrial):
             say(f"trial {trial.number} not run: {error}")
+            continue
+        if isinstance(error, StaleTrial):
             continue
         if frozen.state.name == "FAIL":
             failures_in_a_row += 1
@@ -740,7 +770,10 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
                 raise TrainingError(f"{failures_in_a_row} trials in a row failed, the last with: {reason}")
             continue
         failures_in_a_row = 0
-        value = "" if frozen.value is None else f" {frozen.value:.2f}"
+        value = f" {frozen.value:.2f}" if frozen.value is not None else ""
+        if frozen.state.name == "PRUNED" and frozen.intermediate_values:
+            step = max(frozen.intermediate_values)
+            value = f" at step {step} ({frozen.intermediate_values[step]:.2f})"
         best = ""
         if counts["COMPLETE"]:
             best = f"; best {study.best_value:.2f} (trial {study.best_trial.number})"
@@ -776,13 +809,22 @@ def _run_one_trial(study: Any, settings: Settings, lock: _StudyLock, stop: StopR
 
     try:
         study.optimize(objective, n_trials=1, catch=(), gc_after_trial=False)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        # another process failed this trial while it ran (its heartbeat looked stale): its retry runs it
-        say(f"trial {state['trial'].number} was failed by another process while it ran; its retry runs it again")
     except Exception as exc:
-        if exc is not state.get("error"):
+        if exc is state.get("error"):  # the objective's: optimize recorded the trial FAIL
+            pass
+        elif "trial" in state and _stored(study, state["trial"].number).state.name != "RUNNING":
+            # another process failed this trial while it ran (its heartbeat looked stale), so Optuna
+            # could not record it; that process queued its retry
+            say(f"trial {state['trial'].number} was failed by another process while it ran; its retry runs it again")
+            state["error"] = StaleTrial()
+        else:
             raise
     return state["trial"], state.get("error")
+
+
+def _stored(study: Any, number: int) -> Any:
+    """The stored (frozen) trial of this number."""
+    return next(t for t in study.get_trials(deepcopy=False) if t.number == number)
 
 
 def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, parent_gone: Callable[[], bool],
@@ -797,8 +839,7 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
         trial.set_user_attr("error", "surplus")
         raise SurplusTrial(f"{settings.trials} trials were already counted or running when it started")
     params = {p.key: p.suggest(trial) for p in settings.space}
-    frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
-    retry_of = frozen.system_attrs.get("failed_trial")
+    retry_of = _stored(study, trial.number).system_attrs.get("failed_trial")
     say(f"trial {trial.number} started{f' (retry of trial {retry_of})' if retry_of is not None else ''}: "
         + ", ".join(f"{k}={v}" for k, v in params.items()))
     trial_config(settings, params)  # an invalid combination fails here, before any run dir
@@ -877,14 +918,16 @@ def _write_trials_csv(path: Path, trials: list[Any], space: dict[str, Param]) ->
     columns = _param_columns(trials)
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["number", "state", "value", "seed_evals", "retry_of", "duration_s", "datetime_start",
-                     "datetime_complete", "error", *columns])
+    writer.writerow(["number", "state", "value", "seed_evals", "last_step", "last_reported", "retry_of",
+                     "duration_s", "datetime_start", "datetime_complete", "error", *columns])
     for t in trials:
         duration = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and \
             t.datetime_start else ""
         evals = t.user_attrs.get("evals") or []
+        last = max(t.intermediate_values) if t.intermediate_values else None
         writer.writerow([
             t.number, t.state.name, "" if t.value is None else t.value, " ".join(f"{v:.3f}" for v in evals),
+            "" if last is None else last, "" if last is None else t.intermediate_values[last],
             t.system_attrs.get("failed_trial", ""), round(duration, 1) if duration != "" else "",
             t.datetime_start.isoformat(timespec="seconds") if t.datetime_start else "",
             t.datetime_complete.isoformat(timespec="seconds") if t.datetime_complete else "",
