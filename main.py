@@ -6,6 +6,9 @@
     python main.py eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--video] [--device D]
     python main.py plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
     python main.py export RUN_DIR_OR_CHECKPOINT [--format onnx|pt2] [--out FILE]
+    python main.py tune --config acrobot.toml --trials N [--jobs K] [--seeds S ...] [--total-timesteps T]
+                        [--set section.key=value ...] [--study-dir DIR] [--storage URL] [--study NAME]
+                        [--space FILE] [--pruner median|hyperband|none] [--heartbeat SECONDS]
 
 Progress goes to stderr; the last stdout line is one JSON object. Exit codes: 0 success,
 1 failure during training (or an export that failed its check), 2 bad input at start-up,
@@ -33,14 +36,19 @@ class ForcedStop(BaseException):
         self.signum = signum
 
 
-def install_signal_handlers(stop: StopRequest) -> None:
+def install_signal_handlers(stop: StopRequest, second_forces: bool = True) -> None:
     """SIGINT/SIGTERM ask ``stop`` to end the run (the runner saves and exits 130/143 at its next poll,
     within about a second); a second one raises :class:`ForcedStop` wherever the program is, so it is
-    never swallowed. Checkpoint writes are atomic, so stopping in the middle of one loses nothing."""
+    never swallowed. Checkpoint writes are atomic, so stopping in the middle of one loses nothing.
+
+    With ``second_forces=False`` (a tune worker, which gets a terminal's Ctrl-C and the one its parent
+    forwards) later signals are ignored; the parent kills its workers on a second Ctrl-C."""
 
     def handle(signum: int, _frame: object) -> None:
         if stop.requested:
-            raise ForcedStop(signum)
+            if second_forces:
+                raise ForcedStop(signum)
+            return
         stop.request(signum)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -66,7 +74,7 @@ def _int_at_least(minimum: int):
 
 
 def train_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="main.py", description="Train PPO on a gymnasium env (see also: eval, plot, export).")
+    parser = _Parser(prog="main.py", description="Train PPO on a gymnasium env (see also: eval, plot, export, tune).")
     parser.add_argument("--config", help="config file; also looked up in configs/ ('.toml' optional)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     parser.add_argument("--seed", type=_int_at_least(0), help="run.seed")
@@ -101,11 +109,48 @@ def export_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("onnx", "pt2"), default="onnx",
                         help="onnx (needs the export extra) or pt2 (torch.export); default onnx")
     parser.add_argument("--out", help="file to write (default: beside the checkpoint, ckpt_<steps>.onnx or .pt2)")
+
+
+def tune_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="main.py tune", description="Search hyperparameters with Optuna: train each sampled "
+                     "config on --seeds, score it by the mean final deterministic eval return.")
+    parser.add_argument("--config", required=True, help="base config; its [tune.space] table (if any) is the space")
+    parser.add_argument("--trials", type=_int_at_least(1), required=True,
+                        help="the study's total of completed and pruned trials (a rerun continues up to it)")
+    parser.add_argument("--jobs", type=_int_at_least(1), default=1, help="worker processes sharing the study")
+    parser.add_argument("--seeds", type=_int_at_least(0), nargs="+", default=[0, 1, 2],
+                        help="seeds each trial trains on (default 0 1 2)")
+    parser.add_argument("--total-timesteps", type=_int_at_least(1), help="run.total_timesteps of every trial")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a config value for every trial (the key is then not tuned); repeatable")
+    parser.add_argument("--study-dir", help="outputs and trial runs (default: a new runs/tune_<config>__<time>); "
+                        "rerun with the same folder to continue the study")
+    parser.add_argument("--storage", help="SQLAlchemy URL of the study database (default: sqlite in the study "
+                        "dir); a PostgreSQL or MySQL URL lets several machines share the study")
+    parser.add_argument("--study", help="study name in the storage (default: the config's name)")
+    parser.add_argument("--space", help="a TOML file whose [tune.space] replaces the config's (or the default) space")
+    parser.add_argument("--pruner", choices=("median", "hyperband", "none"),
+                        help="Optuna pruner (default: [tune] pruner, else median)")
+    parser.add_argument("--heartbeat", type=_int_at_least(1), default=10,
+                        help="seconds between a trial's heartbeats; a trial silent for 3 of them is failed and "
+                             "retried once (default 10)")
     return parser
 
 
 def run(argv: list[str], stop: StopRequest) -> int:
-    if argv[:1] == ["eval"]:
+    if argv[:1] == ["tune-worker"]:  # started by `main.py tune`, its settings as JSON on stdin
+        from shell.tune import run_worker
+
+        return run_worker(sys.stdin.read(), stop)
+    if argv[:1] == ["tune"]:
+        args = tune_parser().parse_args(argv[1:])
+        from shell.tune import tune
+
+        result = tune(args.config, args.trials, stop, jobs=args.jobs, seeds=args.seeds,
+                      total_timesteps=args.total_timesteps, overrides=args.overrides, study_dir=args.study_dir,
+                      storage=args.storage, study=args.study, space=args.space, pruner=args.pruner,
+                      heartbeat=args.heartbeat)
+    elif argv[:1] == ["eval"]:
         args = eval_parser().parse_args(argv[1:])
         import torch
 
@@ -165,10 +210,11 @@ def run(argv: list[str], stop: StopRequest) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     stop = StopRequest()
-    install_signal_handlers(stop)
+    install_signal_handlers(stop, second_forces=argv[:1] != ["tune-worker"])
     try:
-        return run(sys.argv[1:] if argv is None else argv, stop)
+        return run(argv, stop)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ import tomllib
 from shell.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+TUNE_SECTION = "tune"  # read by ``main.py tune`` (shell/tune.py); training ignores it
 
 
 # ----------------------------------------------------------------------------- validators
@@ -288,6 +289,29 @@ def _closest(word: str, candidates: list[str]) -> str:
     return f"; did you mean {match[0]!r}?" if match else f"; known: {sorted(candidates)}"
 
 
+def section_from_dict(name: str, values: dict[str, Any]) -> Any:
+    """Build and validate one section (``env``, ``policy``, ``ppo`` or ``run``) from ``{key: value}``,
+    the other keys at their defaults; checks of the whole config (batch divisibility) are not made.
+
+    Raises:
+        ConfigError: unknown section or key (with the closest known one), wrong
+            type, or out-of-range value.
+    """
+    if name not in SECTIONS:
+        raise ConfigError(f"unknown config section [{name}]{_closest(name, list(SECTIONS))}")
+    if not isinstance(values, dict):
+        raise ConfigError(f"[{name}] must be a table of keys, got {values!r}")
+    cls = SECTIONS[name]
+    hints = typing.get_type_hints(cls)
+    fields = attrs.fields_dict(cls)
+    kwargs = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(f"unknown config key {name}.{key}{_closest(key, list(fields))}")
+        kwargs[key] = _check_type(f"{name}.{key}", value, hints[key])
+    return cls(**kwargs)
+
+
 def config_from_dict(data: dict[str, Any]) -> Config:
     """Build a validated :class:`Config` from nested ``{section: {key: value}}``.
 
@@ -295,22 +319,7 @@ def config_from_dict(data: dict[str, Any]) -> Config:
         ConfigError: unknown section or key (with the closest known one), wrong
             type, or out-of-range value.
     """
-    sections: dict[str, Any] = {}
-    for name, values in data.items():
-        if name not in SECTIONS:
-            raise ConfigError(f"unknown config section [{name}]{_closest(name, list(SECTIONS))}")
-        if not isinstance(values, dict):
-            raise ConfigError(f"[{name}] must be a table of keys, got {values!r}")
-        cls = SECTIONS[name]
-        hints = typing.get_type_hints(cls)
-        fields = attrs.fields_dict(cls)
-        kwargs = {}
-        for key, value in values.items():
-            if key not in fields:
-                raise ConfigError(f"unknown config key {name}.{key}{_closest(key, list(fields))}")
-            kwargs[key] = _check_type(f"{name}.{key}", value, hints[key])
-        sections[name] = cls(**kwargs)
-    return Config(**sections)
+    return Config(**{name: section_from_dict(name, values) for name, values in data.items()})
 
 
 def config_from_saved(data: dict[str, dict[str, Any]], **run: Any) -> Config:
@@ -356,6 +365,28 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: it is not UTF-8 text") from None
 
 
+def split_key(path: str) -> tuple[str, str, str | None]:
+    """Split a config key ``section.key`` into ``(section, key, None)``, or a name in a table key
+    (``env.kwargs.size``) into ``(section, key, name)``, checking that the section and key exist.
+
+    Raises:
+        ConfigError: a malformed path, an unknown section or key (with the closest known one), or
+            a name under a key that is not a table.
+    """
+    section, dot, key = path.strip().partition(".")
+    key, sep, sub = key.partition(".")
+    if not dot or not section or not key or "." in sub or (sep and not sub):
+        raise ConfigError(f"{path!r} is not a config key; expected section.key, e.g. ppo.gamma")
+    if section not in SECTIONS:
+        raise ConfigError(f"unknown section {section!r}{_closest(section, list(SECTIONS))}")
+    fields = attrs.fields_dict(SECTIONS[section])
+    if key not in fields:
+        raise ConfigError(f"unknown key {section}.{key}{_closest(key, list(fields))}")
+    if sub and typing.get_origin(typing.get_type_hints(SECTIONS[section])[key]) is not dict:
+        raise ConfigError(f"{section}.{key} is not a table, so {path} names nothing")
+    return section, key, sub or None
+
+
 def parse_override(text: str) -> tuple[str, str, str | None, Any]:
     """Split ``section.key=value`` into ``(section, key, None, value)``; the value is parsed as TOML,
     else kept as a string.
@@ -368,22 +399,17 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
             ``section.table.name=value``) or names an unknown section or key.
     """
     path, sep, raw = text.partition("=")
-    section, dot, key = path.strip().partition(".")
-    key, _, sub = key.partition(".")
-    if not sep or not dot or not section or not key or "." in sub or (_ and not sub):
+    if not sep:
         raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. --set ppo.gamma=0.99")
-    if section not in SECTIONS:
-        raise ConfigError(f"--set {text!r}: unknown section {section!r}{_closest(section, list(SECTIONS))}")
-    fields = attrs.fields_dict(SECTIONS[section])
-    if key not in fields:
-        raise ConfigError(f"--set {text!r}: unknown key {section}.{key}{_closest(key, list(fields))}")
-    if sub and typing.get_origin(typing.get_type_hints(SECTIONS[section])[key]) is not dict:
-        raise ConfigError(f"--set {text!r}: {section}.{key} is not a table; expected section.key=value")
+    try:
+        section, key, sub = split_key(path)
+    except ConfigError as exc:
+        raise ConfigError(f"--set {text!r}: {exc}") from None
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
-    return section, key, sub or None, value
+    return section, key, sub, value
 
 
 def resolve_kwarg_paths(kwargs: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -408,6 +434,8 @@ def resolve_kwarg_paths(kwargs: dict[str, Any], base: Path) -> dict[str, Any]:
 def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) -> Config:
     """Load a config file, apply ``--set`` overrides, then explicit flags (which win).
 
+    A ``[tune]`` section in the file (the search space of ``main.py tune``) is ignored.
+
     Args:
         name: config file name or path (``None`` = all defaults).
         overrides: ``section.key=value`` strings.
@@ -424,7 +452,7 @@ def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) ->
         env = data.get("env")
         if isinstance(env, dict) and isinstance(env.get("kwargs"), dict):
             env["kwargs"] = resolve_kwarg_paths(env["kwargs"], path.parent)
-    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items() if k != TUNE_SECTION}
     for text in overrides:
         section, key, name, value = parse_override(text)
         if (section, key) == ("env", "kwargs"):  # paths given on the command line are relative to the current folder

@@ -104,6 +104,12 @@ class Trainer:
     ``stop`` is polled at every env step, after every minibatch and during every
     evaluation; once requested, the run saves a checkpoint and returns its summary
     with ``interrupted: true`` (the CLI requests it on SIGINT/SIGTERM).
+
+    ``callbacks`` are called on rank 0 after each update's metrics row is written, with
+    that row (the columns of metrics.csv; ``eval_return`` is ``""`` when no evaluation ran
+    in the update). If one returns True, the loop ends after that update: the final
+    checkpoint and evaluation follow as usual and the summary has ``stopped_early: true``. An exception
+    raised by a callback propagates out of ``train()``.
     """
 
     def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None,

@@ -1,0 +1,292 @@
+"""``main.py tune``: the search space, bad input, failing trials, and studies interrupted by SIGINT or
+SIGKILL and rerun, which must end with exactly ``--trials`` counted trials and no parameters trained
+to completion twice.
+
+Trials here are tiny (CartPole, 4 envs x 64 steps, 2 seeds); the workers' heartbeat is 2 s, so a
+killed trial is found stale 6 s after its last beat.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+
+from shell.config import load_config
+from shell.errors import ConfigError
+from shell.tune import DEFAULT_SPACE, Settings, _is_surplus, parse_space, resolve_settings, trial_config
+
+from .conftest import ROOT, run_main
+
+SPACE = """
+[tune.space]
+ppo.learning_rate = { log_uniform = [1e-4, 3e-3] }
+ppo.update_epochs = { int = [1, 3] }
+policy.hidden_sizes = { choice = [[16], [32, 32]] }
+"""
+TINY = ["--config", "cartpole", "--seeds", "0", "1", "--set", "env.num_envs=4", "--set", "ppo.num_steps=64",
+        "--set", "run.eval_episodes=3", "--heartbeat", "2"]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def tune_args(tmp_path: Path, study_dir: Path, trials: int = 3, jobs: int = 2, steps: int = 8192) -> list[str]:
+    space = write(tmp_path / "space.toml", SPACE)
+    return ["tune", *TINY, "--space", str(space), "--trials", str(trials), "--jobs", str(jobs),
+            "--total-timesteps", str(steps), "--study-dir", str(study_dir)]
+
+
+def start(args: list[str]) -> subprocess.Popen:
+    """main.py in a session of its own, so that the test can signal its process group as a terminal does."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
+
+
+def wait_for_training(study_dir: Path, timeout: float = 120.0) -> None:
+    """Until some trial's run has written a metrics row: a trial is then in the middle of training."""
+    deadline = time.time() + timeout
+    while True:
+        for metrics in study_dir.glob("trials/*/s*/metrics.csv"):
+            if len(metrics.read_text().splitlines()) >= 2:
+                return
+        assert time.time() < deadline, "no trial started training"
+        time.sleep(0.05)
+
+
+def trials_of(study_dir: Path, name: str = "cartpole") -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{study_dir / 'study.db'}").trials
+
+
+def assert_no_params_trained_twice(study_dir: Path, trials: list[optuna.trial.FrozenTrial]) -> None:
+    """No two trials with the same parameters both finished a run of the same seed (a retry repeats
+    only runs its original did not finish)."""
+    finished = Counter()
+    for t in trials:
+        for summary in (study_dir / "trials" / f"{t.number:04d}").glob("s*/summary.json"):
+            if not json.loads(summary.read_text())["interrupted"]:
+                finished[(json.dumps(t.params, sort_keys=True), summary.parent.name)] += 1
+    assert finished and max(finished.values()) == 1, finished
+
+
+def assert_study_whole(study_dir: Path, total: int, seeds: int = 2) -> list[optuna.trial.FrozenTrial]:
+    """Exactly ``total`` COMPLETE or PRUNED trials, none RUNNING; each COMPLETE one trained every seed."""
+    trials = trials_of(study_dir)
+    states = Counter(t.state.name for t in trials)
+    assert states["COMPLETE"] + states["PRUNED"] == total, states
+    assert states["RUNNING"] == 0, states
+    for t in trials:
+        if t.state.name == "COMPLETE":
+            assert len(t.user_attrs["evals"]) == seeds and t.value == pytest.approx(sum(t.user_attrs["evals"]) / seeds)
+            for seed in range(seeds):
+                run = study_dir / "trials" / f"{t.number:04d}" / f"s{seed}"
+                summary = json.loads((run / "summary.json").read_text())
+                assert summary["interrupted"] is False and summary["eval_return_mean"] == t.user_attrs["evals"][seed]
+    assert_no_params_trained_twice(study_dir, trials)
+    return trials
+
+
+def assert_outputs(study_dir: Path, trials: list[optuna.trial.FrozenTrial], out: str) -> None:
+    summary = json.loads(out.strip().splitlines()[-1])
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    best = max(complete, key=lambda t: t.value)
+    assert summary["counted"] == 3 and summary["best_trial"] == best.number
+    rows = (study_dir / "trials.csv").read_text().splitlines()
+    assert rows[0].startswith("number,state,value") and len(rows) == 1 + len(trials)
+    # best.toml is a whole config, without [tune], with the best trial's values
+    text = (study_dir / "best.toml").read_text()
+    assert "[tune" not in text
+    config = load_config(str(study_dir / "best.toml"))
+    assert config.ppo.learning_rate == best.params["ppo.learning_rate"]
+    assert config.ppo.update_epochs == best.params["ppo.update_epochs"]
+    assert json.dumps(config.policy.hidden_sizes) == best.params["policy.hidden_sizes"]
+    assert config.env.num_envs == 4 and config.run.total_timesteps == 8192 and config.run.eval_every == 0
+    for name in ("history", "importances"):
+        assert (study_dir / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# ----------------------------------------------------------------------------- the space
+def test_space_tables_nested_or_dotted_and_choice_values_round_trip():
+    nested = parse_space({"ppo": {"gamma": {"uniform": [0.9, 0.99]}}, "policy": {"hidden_sizes": {
+        "choice": [[64], [64, 64]]}}, "env": {"kwargs": {"size": {"int": [4, 64], "log": True}}}}, "x")
+    dotted = parse_space({"ppo.gamma": {"uniform": [0.9, 0.99]}, "policy.hidden_sizes": {"choice": [[64], [64, 64]]},
+                          "env.kwargs.size": {"int": [4, 64], "log": True}}, "x")
+    assert nested == dotted
+    by_key = {p.key: p for p in nested}
+    hidden = by_key["policy.hidden_sizes"]
+    assert hidden.labels == ["[64]", "[64, 64]"] and hidden.decode("[64, 64]") == [64, 64]
+    assert by_key["env.kwargs.size"].log and by_key["env.kwargs.size"].decode(8) == 8
+    parse_space(DEFAULT_SPACE, "default")  # the default space passes its own checks
+
+
+@pytest.mark.parametrize(("space", "needle"), [
+    ({"ppo.gama": {"uniform": [0.9, 0.99]}}, "unknown key ppo.gama; did you mean 'gamma'?"),
+    ({"pop.gamma": {"uniform": [0.9, 0.99]}}, "unknown section 'pop'"),
+    ({"ppo.gamma": {"normal": [0.9, 0.01]}}, "name exactly one distribution"),
+    ({"ppo.gamma": 0.99}, "expected a distribution"),
+    ({"ppo.gamma": {"uniform": [0.99, 0.9]}}, "needs low < high"),
+    ({"ppo.gamma": {"uniform": [0.9, 1.5]}}, "ppo.gamma = 1.5 is out of range"),
+    ({"ppo.learning_rate": {"log_uniform": [0, 1e-3]}}, "a log scale needs low > 0"),
+    ({"ppo.num_steps": {"uniform": [32, 256]}}, "ppo.num_steps is a int; use int or choice"),
+    ({"ppo.update_epochs": {"int": [1.5, 4]}}, "int needs integer bounds"),
+    ({"policy.activation": {"choice": ["tanh", "swish"]}}, "'swish' is not allowed"),
+    ({"policy.activation": {"choice": []}}, "non-empty list"),
+    ({"policy.activation": {"choice": ["tanh", "tanh"]}}, "lists a value twice"),
+    ({"ppo.gamma": {"uniform": [0.9, 0.99], "log": True}}, "only int takes 'log = true'"),
+    ({"run.seed": {"int": [0, 9]}}, "run.seed is not tuned; it comes from --seeds"),
+    ({}, "non-empty table"),
+])
+def test_bad_spaces_are_one_line_config_errors(space, needle):
+    with pytest.raises(ConfigError) as info:
+        parse_space(space, "space.toml")
+    message = str(info.value)
+    assert needle in message and message.startswith("space.toml") and "\n" not in message
+
+
+def test_set_fixes_a_key_and_trials_get_seeds_and_an_evaluation_period(tmp_path):
+    config = write(tmp_path / "c.toml", '[env]\nid = "CartPole-v1"\nnum_envs = 4\n[ppo]\nnum_steps = 64\n'
+                   'num_minibatches = 2\n[run]\ntotal_timesteps = 2560\n' + SPACE)
+    settings, base, notes = resolve_settings(str(config), 5, [3, 4], None, ["ppo.update_epochs=2"], str(tmp_path / "d"),
+                                             None, None, None, None, 2)
+    assert [p.key for p in settings.space] == ["ppo.learning_rate", "policy.hidden_sizes"]
+    assert notes == ["ppo.update_epochs is fixed by the command line, not tuned"]
+    assert settings.study == "c" and settings.storage == f"sqlite:///{(tmp_path / 'd').resolve()}/study.db"
+    assert Settings.from_json(settings.to_json()) == settings
+    trial = trial_config(settings, {"ppo.learning_rate": 1e-3, "policy.hidden_sizes": [16]}, seed=4)
+    # 10 updates: 4 periodic evaluations (after updates 2, 4, 6, 8), then the final one after update 10
+    assert trial.run.seed == 4 and trial.run.eval_every == 2 and trial.ppo.update_epochs == 2
+    assert trial.policy.hidden_sizes == [16] and base.run.eval_every == 0
+    # training ignores the [tune] section of the same file
+    assert load_config(str(config), ["ppo.update_epochs=2"]).to_dict() == base.to_dict()
+
+
+def test_trials_that_start_past_the_total_are_surplus(tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", direction="maximize")
+    first, second, third = study.ask(), study.ask(), study.ask()
+    assert not _is_surplus(study, first, 2) and not _is_surplus(study, second, 2)
+    assert _is_surplus(study, third, 2)  # two trials started before it
+    study.tell(first, 1.0)
+    study.tell(second, state=optuna.trial.TrialState.FAIL)  # a failed trial frees its slot
+    assert not _is_surplus(study, third, 2)
+
+
+# ----------------------------------------------------------------------------- bad input: one line, exit 2
+@pytest.mark.parametrize(("extra", "space", "needle"), [
+    ([], "[tune.space]\nppo.gamma = { beta = [1, 2] }\n", "name exactly one distribution"),
+    ([], "[tune.space]\nppo.gama = { uniform = [0.9, 0.99] }\n", "unknown key ppo.gama"),
+    (["--storage", "nonsense://nowhere"], SPACE, "--storage nonsense://nowhere: cannot open it"),
+    (["--set", "ppo.gama=0.9"], SPACE, "unknown key ppo.gama"),
+])
+def test_bad_input_to_tune_is_one_line_exit_2_and_leaves_nothing(tmp_path, extra, space, needle):
+    study_dir = tmp_path / "study"
+    args = ["tune", "--config", "cartpole", "--trials", "2", "--space", str(write(tmp_path / "s.toml", space)),
+            "--study-dir", str(study_dir), *extra]
+    proc = run_main(*args, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+    assert proc.stdout == "" and not study_dir.exists()
+
+
+# ----------------------------------------------------------------------------- failures and interruptions
+def test_a_trial_that_raises_or_goes_non_finite_is_fail_and_the_study_goes_on(tmp_path):
+    config = write(tmp_path / "faulty.toml", """
+[env]
+id = "tests.integration.custom_envs:Raising-v0"
+num_envs = 2
+[ppo]
+num_steps = 32
+num_minibatches = 2
+update_epochs = 1
+[run]
+total_timesteps = 256
+eval_episodes = 2
+[tune.space]
+env.kwargs.fail_at = { int = [20, 1000000000] }
+env.kwargs.mode = { choice = ["raise", "nan"] }
+""")
+    study_dir = tmp_path / "study"
+    study_dir.mkdir()
+    study = optuna.create_study(study_name="faulty", storage=f"sqlite:///{study_dir / 'study.db'}",
+                                direction="maximize")
+    study.enqueue_trial({"env.kwargs.fail_at": 20, "env.kwargs.mode": "raise"})
+    study.enqueue_trial({"env.kwargs.fail_at": 20, "env.kwargs.mode": "nan"})
+    proc = run_main("tune", "--config", str(config), "--trials", "2", "--seeds", "0", "--study-dir", str(study_dir),
+                    "--heartbeat", "2", timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = trials_of(study_dir, "faulty")
+    assert [t.state.name for t in trials] == ["FAIL", "FAIL", "COMPLETE", "COMPLETE"]
+    assert "simulated physics blow-up" in trials[0].user_attrs["error"]
+    assert "non-finite" in trials[1].user_attrs["error"]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["failed"] == 2
+
+
+def test_sigint_mid_trial_fails_it_exits_130_and_a_rerun_completes_the_study(tmp_path):
+    study_dir = tmp_path / "study"
+    args = tune_args(tmp_path, study_dir)
+    proc = start(args)
+    wait_for_training(study_dir)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the parent and both workers
+    sent = time.time()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert time.time() - sent < 15 and "Traceback" not in err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["interrupted"] is True and summary["exit_code"] == 130 and summary["running"] == 0
+    counted_before = summary["counted"]
+    trials = trials_of(study_dir)
+    interrupted = [t for t in trials if t.state.name == "FAIL"]
+    assert interrupted and all(t.user_attrs["error"] == "interrupted by SIGINT" for t in interrupted)
+    assert not [t for t in trials if t.state.name == "RUNNING"]
+    # each interrupted trial is queued once, with its parameters
+    queued = [t for t in trials if t.state.name == "WAITING"]
+    assert sorted(t.system_attrs["failed_trial"] for t in queued) == sorted(t.number for t in interrupted)
+    assert all(t.params == trials[t.system_attrs["failed_trial"]].params for t in queued)
+
+    rerun = run_main(*args, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    trials = assert_study_whole(study_dir, 3)
+    # the retries ran first, as far as the total left room for them
+    ran = [t for t in queued if trials[t.number].state.name in ("COMPLETE", "PRUNED")]
+    assert len(ran) == min(len(queued), 3 - counted_before)
+    assert_outputs(study_dir, trials, rerun.stdout)
+    # the same command on a finished study starts no trial
+    again = run_main(*args, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(trials_of(study_dir)) == len(trials)
+    best = run_main("--config", str(study_dir / "best.toml"), "--total-timesteps", "256", "--run-dir",
+                    str(tmp_path / "best_run"))
+    assert best.returncode == 0, best.stderr[-3000:]
+
+
+def test_sigkill_mid_trial_then_a_rerun_retries_the_killed_trials_once(tmp_path):
+    study_dir = tmp_path / "study"
+    args = tune_args(tmp_path, study_dir)
+    proc = start(args)
+    wait_for_training(study_dir)
+    os.killpg(proc.pid, signal.SIGKILL)  # the parent and its workers, with no chance to clean up
+    proc.communicate(timeout=30)
+    killed = [t for t in trials_of(study_dir) if t.state.name == "RUNNING"]
+    assert killed
+
+    rerun = run_main(*args, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    trials = assert_study_whole(study_dir, 3)
+    for t in killed:  # failed by the heartbeat check, and run again once with the same parameters
+        assert trials[t.number].state.name == "FAIL"
+        retries = [r for r in trials if r.system_attrs.get("failed_trial") == t.number]
+        assert len(retries) == 1 and retries[0].state.name in ("COMPLETE", "PRUNED")
+        if t.params:  # (a trial killed before it sampled its parameters has none to pass on)
+            assert retries[0].params == t.params
+    # a rerun with other settings is refused: the study's trials would not be comparable
+    other = run_main(*args, "--seeds", "5", timeout=120)
+    assert other.returncode == 2 and "was made with another seeds" in other.stderr, other.stderr[-2000:]
