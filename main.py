@@ -109,6 +109,7 @@ def export_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("onnx", "pt2"), default="onnx",
                         help="onnx (needs the export extra) or pt2 (torch.export); default onnx")
     parser.add_argument("--out", help="file to write (default: beside the checkpoint, ckpt_<steps>.onnx or .pt2)")
+    return parser
 
 
 def tune_parser() -> argparse.ArgumentParser:

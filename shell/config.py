@@ -399,7 +399,7 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
             ``section.table.name=value``) or names an unknown section or key.
     """
     path, sep, raw = text.partition("=")
-    if not sep:
+    if not sep or "." not in path:
         raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. --set ppo.gamma=0.99")
     try:
         section, key, sub = split_key(path)
