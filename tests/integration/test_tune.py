@@ -20,7 +20,7 @@ import pytest
 
 from shell.config import load_config
 from shell.errors import ConfigError
-from shell.tune import DEFAULT_SPACE, Settings, _is_surplus, parse_space, resolve_settings, trial_config
+from shell.tune import DEFAULT_SPACE, Settings, _is_surplus, _pruner, parse_space, resolve_settings, trial_config
 
 from .conftest import ROOT, run_main
 
@@ -167,6 +167,22 @@ def test_set_fixes_a_key_and_trials_get_seeds_and_an_evaluation_period(tmp_path)
     assert trial.policy.hidden_sizes == [16] and base.run.eval_every == 0
     # training ignores the [tune] section of the same file
     assert load_config(str(config), ["ppo.update_epochs=2"]).to_dict() == base.to_dict()
+
+
+@pytest.mark.parametrize("name", ["median", "hyperband", "none"])
+def test_pruners_decide_from_the_first_seeds_final_evaluation_on(tmp_path, name):
+    config = write(tmp_path / "c.toml", SPACE)
+    settings, _, _ = resolve_settings(str(config), 5, [0, 1, 2], None, [], str(tmp_path / "d"), None, None, None,
+                                      name, 2)
+    pruner = _pruner(optuna, settings)
+    per_seed = settings.evals + 1  # 4 periodic evaluations and the final one
+    if name == "median":
+        assert isinstance(pruner, optuna.pruners.MedianPruner) and pruner._n_warmup_steps == per_seed
+    elif name == "hyperband":
+        assert isinstance(pruner, optuna.pruners.HyperbandPruner)
+        assert (pruner._min_resource, pruner._max_resource) == (per_seed, 3 * per_seed)
+    else:
+        assert isinstance(pruner, optuna.pruners.NopPruner)
 
 
 def test_trials_that_start_past_the_total_are_surplus(tmp_path):
