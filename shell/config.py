@@ -365,9 +365,10 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: it is not UTF-8 text") from None
 
 
-def split_key(path: str) -> tuple[str, str, str | None]:
+def split_key(path: str, usage: str = "section.key, e.g. ppo.gamma") -> tuple[str, str, str | None]:
     """Split a config key ``section.key`` into ``(section, key, None)``, or a name in a table key
     (``env.kwargs.size``) into ``(section, key, name)``, checking that the section and key exist.
+    ``usage`` is what the message for a malformed path says is expected.
 
     Raises:
         ConfigError: a malformed path, an unknown section or key (with the closest known one), or
@@ -376,7 +377,7 @@ def split_key(path: str) -> tuple[str, str, str | None]:
     section, dot, key = path.strip().partition(".")
     key, sep, sub = key.partition(".")
     if not dot or not section or not key or "." in sub or (sep and not sub):
-        raise ConfigError(f"{path!r} is not a config key; expected section.key, e.g. ppo.gamma")
+        raise ConfigError(f"{path!r} is not a config key; expected {usage}")
     if section not in SECTIONS:
         raise ConfigError(f"unknown section {section!r}{_closest(section, list(SECTIONS))}")
     fields = attrs.fields_dict(SECTIONS[section])
@@ -399,10 +400,11 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
             ``section.table.name=value``) or names an unknown section or key.
     """
     path, sep, raw = text.partition("=")
-    if not sep or "." not in path:
-        raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. --set ppo.gamma=0.99")
+    usage = "section.key=value, e.g. --set ppo.gamma=0.99"
+    if not sep:
+        raise ConfigError(f"--set {text!r}: expected {usage}")
     try:
-        section, key, sub = split_key(path)
+        section, key, sub = split_key(path, usage)
     except ConfigError as exc:
         raise ConfigError(f"--set {text!r}: {exc}") from None
     try:

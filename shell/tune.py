@@ -21,7 +21,8 @@ while one line per trial reaches the terminal.
 Storage. Optuna's RDB storage: SQLite in the study dir by default, or any SQLAlchemy URL
 (``--storage postgresql://...``), which is how several machines share one study. Trials record
 a heartbeat; a trial left RUNNING by a killed process is marked FAIL once its heartbeat is older
-than three intervals, and retried once (Optuna's retry callback) with the same parameters.
+than three intervals, and retried once (Optuna's retry callback) with the same parameters; so is
+a trial killed between its creation and its first heartbeat, which Optuna's check does not see.
 
 Counting. ``--trials N`` is the study's total of COMPLETE and PRUNED trials; FAIL ones do not
 count, so a rerun of the same command continues up to N. A worker starts a trial only while
@@ -32,10 +33,12 @@ FAIL, marked ``surplus``.
 
 Signals. A terminal's Ctrl-C reaches the parent and every worker (one process group); the parent
 also forwards SIGINT/SIGTERM to its workers, so a signal sent to the parent alone stops them too.
-A worker's first signal stops its trial at the trainer's next poll: the trial is marked FAIL
-(never COMPLETE with a partial value) and queued for one retry, and the worker exits 130/143;
-the parent waits for all of them, writes the outputs and exits 130/143. A second signal to the
-parent kills the workers at once (their trials are then found by the heartbeat and retried).
+A worker's first signal stops its trial at the trainer's next poll (later ones, such as the
+forwarded copy of a terminal's Ctrl-C, are ignored): the trial is marked FAIL (never COMPLETE with a
+partial value) and queued for one retry, and the worker exits 130/143; the parent waits for all of
+them, writes the outputs and exits 130/143. A second signal to the parent kills the workers at once
+(their trials are then found by the heartbeat and retried). A worker whose parent is gone (``kill
+-9`` of the parent alone) stops its trial the same way.
 
 Outputs in the study dir: ``best.toml`` (a complete config for ``main.py --config``),
 ``trials.csv``, ``history.png`` and ``importances.png`` (Optuna's matplotlib plots).
@@ -587,9 +590,12 @@ def _run_workers(settings: Settings, jobs: int, stop: StopRequest) -> list[str]:
                 # warnings, tracebacks) goes to its log
                 proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "tune-worker"], stdin=subprocess.PIPE,
                                         stdout=_stderr_fd(), stderr=log, text=True)
-            proc.stdin.write(settings.to_json())
-            proc.stdin.close()
             procs.append((proc, log_path))
+            try:
+                proc.stdin.write(settings.to_json())
+                proc.stdin.close()
+            except BrokenPipeError:  # it died at start-up: its exit code and log say why
+                pass
         while any(proc.poll() is None for proc, _ in procs):
             if stop.requested and not forwarded:
                 for proc, _ in procs:
@@ -721,6 +727,7 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
     lock = _StudyLock(Path(settings.study_dir) / ".tune.lock")
     retry = (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
              or optuna.storages.RetryFailedTrialCallback)(max_retry=1)
+    unborn: dict[int, float] = {}
 
     def say(text: str) -> None:
         print(f"tune: {text}", file=console, flush=True)
@@ -738,6 +745,7 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
             if stop.requested:  # while it waited for the lock
                 break
             optuna.storages.fail_stale_trials(study)  # killed trials: FAIL, and queued for one retry
+            _fail_unborn_trials(study, unborn, 3 * settings.heartbeat, retry)
             counts = _counts(study)
             if _counted(counts) >= settings.trials:
                 break
@@ -783,6 +791,50 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
             best = f"; best {study.best_value:.2f} (trial {study.best_trial.number})"
         say(f"trial {trial.number} {frozen.state.name}{value} ({tally}{best})")
     return exit_code(stop.signum) if stop.requested else 0
+
+
+def _fail_unborn_trials(study: Any, unborn: dict[int, float], grace: float, retry: Callable[..., None]) -> None:
+    """Fail (and queue for one retry) RUNNING trials that have had no heartbeat for ``grace`` seconds
+    of this process's clock since it first saw them.
+
+    Optuna's stale check skips a trial with no heartbeat at all: one whose process was killed
+    between creating it and its first heartbeat, a few milliseconds later, would stay RUNNING for
+    ever and hold its slot of the total. ``unborn`` maps trial ids to when they were first seen so
+    (a monotonic time, so the clocks of other machines do not matter); live trials leave it at
+    their first heartbeat.
+    """
+    from sqlalchemy import text
+
+    optuna = _optuna()
+    running = {t._trial_id: t for t in study.get_trials(deepcopy=False,
+                                                          states=(optuna.trial.TrialState.RUNNING,))}
+    if not running:
+        unborn.clear()
+        return
+    engine = _rdb_engine(study)
+    with engine.connect() as connection:
+        beating = {row[0] for row in connection.execute(text("SELECT trial_id FROM trial_heartbeats"))}
+    now = time.monotonic()
+    for trial_id in list(unborn):
+        if trial_id not in running or trial_id in beating:
+            del unborn[trial_id]
+    for trial_id in running.keys() - beating:
+        first_seen = unborn.setdefault(trial_id, now)
+        if now - first_seen < grace:
+            continue
+        try:
+            failed = study._storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:  # another process got there first
+            failed = False
+        del unborn[trial_id]
+        if failed:
+            retry(study, copy.deepcopy(study._storage.get_trial(trial_id)))
+
+
+def _rdb_engine(study: Any) -> Any:
+    """The SQLAlchemy engine under the study's storage (Optuna wraps RDBStorage in a cache)."""
+    storage = study._storage
+    return getattr(storage, "_backend", storage).engine
 
 
 def _sleep(seconds: float, stop: StopRequest, parent_gone: Callable[[], bool]) -> None:

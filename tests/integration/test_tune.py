@@ -20,7 +20,17 @@ import pytest
 
 from shell.config import load_config
 from shell.errors import ConfigError
-from shell.tune import DEFAULT_SPACE, Settings, _is_surplus, _pruner, parse_space, resolve_settings, trial_config
+from shell.tune import (
+    DEFAULT_SPACE,
+    Settings,
+    _fail_unborn_trials,
+    _is_surplus,
+    _pruner,
+    open_storage,
+    parse_space,
+    resolve_settings,
+    trial_config,
+)
 
 from .conftest import ROOT, run_main
 
@@ -193,6 +203,28 @@ def test_trials_that_start_past_the_total_are_surplus(tmp_path):
     study.tell(first, 1.0)
     study.tell(second, state=optuna.trial.TrialState.FAIL)  # a failed trial frees its slot
     assert not _is_surplus(study, third, 2)
+
+
+def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_path):
+    storage = open_storage(f"sqlite:///{tmp_path / 's.db'}", heartbeat=2)
+    study = optuna.create_study(storage=storage, direction="maximize")
+    with pytest.warns(UserWarning, match="Heartbeat"):  # Optuna expects study.optimize with a heartbeat
+        unborn = study.ask()  # RUNNING with no heartbeat, as when its process dies right after creating it
+    unborn.suggest_float("x", 0.0, 1.0)
+    with pytest.warns(UserWarning, match="Heartbeat"):
+        beating = study.ask()
+    storage.record_heartbeat(beating._trial_id)
+    retry_class = (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+                   or optuna.storages.RetryFailedTrialCallback)
+    retry = retry_class(max_retry=1)
+    seen: dict[int, float] = {}
+    _fail_unborn_trials(study, seen, 0.5, retry)  # first seen now: not failed yet
+    assert [t.state.name for t in study.trials] == ["RUNNING", "RUNNING"] and list(seen) == [unborn._trial_id]
+    time.sleep(0.6)
+    _fail_unborn_trials(study, seen, 0.5, retry)
+    trials = study.trials
+    assert [t.state.name for t in trials] == ["FAIL", "RUNNING", "WAITING"]  # the live one is left alone
+    assert trials[2].system_attrs["failed_trial"] == 0 and trials[2].params == trials[0].params
 
 
 # ----------------------------------------------------------------------------- bad input: one line, exit 2
