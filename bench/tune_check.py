@@ -22,15 +22,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from sweep import seed_range  # bench/ is on sys.path when this script runs
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def seed_range(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        seeds += list(range(int(lo), int(hi or lo) + 1))
-    return seeds
 
 
 def train(config: str, seed: int, total: int, run_dir: Path) -> dict:

@@ -34,7 +34,7 @@ import attrs
 import gymnasium as gym
 
 from shell.checkpoint import latest_checkpoint, load_checkpoint
-from shell.config import Config, config_from_dict, config_from_saved, load_config, parse_override
+from shell.config import Config, apply_overrides, config_from_saved, load_config
 from shell.distributed import Dist
 from shell.errors import ConfigError
 from shell.evaluation import SOURCE_NAMES, Policy
@@ -88,42 +88,13 @@ class TrainResult:
     config: Config
 
 
-def _overrides_dict(data: dict[str, Any], overrides: Mapping[str, Any] | Sequence[str]) -> dict[str, Any]:
-    """Apply ``{"section.key": value}`` (or ``section.table.name``) or CLI-style ``"section.key=value"``
-    strings to nested config data."""
-    items: list[tuple[str, str, str | None, Any]] = []
-    if isinstance(overrides, Mapping):
-        for path, value in overrides.items():
-            try:
-                section, key, name, _ = parse_override(f"{path}=0")
-            except ConfigError as exc:
-                raise ConfigError(str(exc).replace(f"--set {path + '=0'!r}", f"overrides key {path!r}")) from None
-            items.append((section, key, name, value))
-    else:
-        items = [parse_override(text) for text in overrides]
-    for section, key, name, value in items:
-        table = data.setdefault(section, {})
-        if name is None:
-            table[key] = value
-        else:
-            table[key] = {**(table[key] if isinstance(table.get(key), dict) else {}), name: value}
-    return data
-
-
 def _resolve_config(config: Config | str | os.PathLike | None, overrides: Mapping[str, Any] | Sequence[str],
                     explicit: dict[str, Any]) -> Config:
     if isinstance(config, Config):
         data = {name: {k: v for k, v in section.items() if v is not None}
                 for name, section in config.to_dict().items()}
-        data = _overrides_dict(data, overrides)
-        for key, value in explicit.items():
-            if value is not None:
-                data.setdefault("run", {})[key] = value
-        return config_from_dict(data)
-    if isinstance(overrides, Mapping):
-        base = load_config(None if config is None else str(config))
-        return _resolve_config(base, overrides, explicit)
-    return load_config(None if config is None else str(config), list(overrides), **explicit)
+        return apply_overrides(data, overrides, **explicit)
+    return load_config(None if config is None else str(config), overrides, **explicit)
 
 
 def _source_name(source: Any) -> str:

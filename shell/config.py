@@ -13,6 +13,7 @@ import os
 import re
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -433,14 +434,15 @@ def resolve_kwarg_paths(kwargs: dict[str, Any], base: Path) -> dict[str, Any]:
     return out
 
 
-def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) -> Config:
+def load_config(name: str | None, overrides: Sequence[str] | Mapping[str, Any] = (), **explicit: Any) -> Config:
     """Load a config file, apply ``--set`` overrides, then explicit flags (which win).
 
     A ``[tune]`` section in the file (the search space of ``main.py tune``) is ignored.
 
     Args:
         name: config file name or path (``None`` = all defaults).
-        overrides: ``section.key=value`` strings.
+        overrides: ``section.key=value`` strings, or a ``{"section.key": value}`` mapping
+            (see :func:`apply_overrides`).
         explicit: ``run`` keys from explicit CLI flags (``seed``, ``total_timesteps``,
             ``device``); ``None`` values are ignored.
 
@@ -454,9 +456,34 @@ def load_config(name: str | None, overrides: list[str] = (), **explicit: Any) ->
         env = data.get("env")
         if isinstance(env, dict) and isinstance(env.get("kwargs"), dict):
             env["kwargs"] = resolve_kwarg_paths(env["kwargs"], path.parent)
-    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items() if k != TUNE_SECTION}
-    for text in overrides:
-        section, key, name, value = parse_override(text)
+    data = {k: v for k, v in data.items() if k != TUNE_SECTION}
+    return apply_overrides(data, overrides, **explicit)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str] | Mapping[str, Any] = (),
+                    **explicit: Any) -> Config:
+    """Build a :class:`Config` from nested ``{section: {key: value}}`` data with overrides applied.
+
+    ``overrides`` are ``section.key=value`` strings (``--set``), or a mapping of
+    ``"section.key"`` (or ``"section.table.name"``) to values. A name in a table key
+    (``env.kwargs.size``) adds to or replaces in the table; ``env.kwargs`` paths given here are
+    relative to the current folder (:func:`resolve_kwarg_paths`). ``explicit`` ``run`` keys win;
+    ``None`` values are ignored. ``data`` is not modified.
+
+    Raises:
+        ConfigError: a malformed or unknown key, and see :func:`config_from_dict`.
+    """
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    if isinstance(overrides, Mapping):
+        items = []
+        for path, value in overrides.items():
+            try:
+                items.append((*split_key(path), value))
+            except ConfigError as exc:
+                raise ConfigError(f"overrides key {path!r}: {exc}") from None
+    else:
+        items = [parse_override(text) for text in overrides]
+    for section, key, name, value in items:
         if (section, key) == ("env", "kwargs"):  # paths given on the command line are relative to the current folder
             if name is not None:
                 value = resolve_kwarg_paths({name: value}, Path.cwd())[name]

@@ -289,7 +289,8 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
     def make() -> gym.Env:
         env = factory(render_mode=render_mode) if render_mode is not None else factory()
         if not isinstance(env, gym.Env):
-            raise TypeError(f"it returned {type(env).__name__}, not a gymnasium.Env")
+            raise ConfigError(f"the env factory {getattr(factory, '__name__', factory)!r} returned "
+                              f"{type(env).__name__}, not a gymnasium.Env")
         if cfg.max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, cfg.max_episode_steps)
         for wrap in all_wrappers:
@@ -298,11 +299,10 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
 
     try:
         make().close()  # fail here, in the main process, with one line
+    except ConfigError:
+        raise
     except Exception as exc:
-        name = getattr(factory, "__name__", factory)
-        if isinstance(exc, TypeError) and str(exc).startswith("it returned "):
-            raise ConfigError(f"the env factory {name!r}: {exc}") from None
-        raise ConfigError(f"the env factory {name!r} raised "
+        raise ConfigError(f"the env factory {getattr(factory, '__name__', factory)!r} raised "
                           f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
     if cfg.vectorization_mode == "async":
         return gym.vector.AsyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP,

@@ -77,8 +77,9 @@ class RecurrentCore(nn.Module):
 
         A restart multiplies the state by zero, so gradients stop there as they should. The
         sequence is cut where any row restarts and each piece runs as one ``nn.LSTM``/``nn.GRU``
-        call. (Packing every episode fragment into one call was 1.5-5x slower on the CPU, measured
-        forward and backward on ``[32, 8]`` to ``[128, 4]`` sequences.)
+        call; finding the cuts is one host read per sequence batch (L > 1). (Packing every episode
+        fragment into one call was 1.5-5x slower on the CPU, measured forward and backward on
+        ``[32, 8]`` to ``[128, 4]`` sequences.)
         """
         if x.shape[0] == 1:
             out, state = self._step(x[0], state * (~episode_start[0]).unsqueeze(-1).to(state.dtype))
