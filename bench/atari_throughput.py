@@ -5,10 +5,12 @@ Nature CNN, 4 emulator frames per agent step. Ours: ``main.py --config pong.toml
 settings passed by ``--set`` (everything else is pong.toml's), timed by its training loop
 (``train_seconds`` of the summary). SB3: ``PPO("CnnPolicy")`` on ``PongNoFrameskip-v4`` under its
 ``AtariWrapper`` (``make_atari_env``) and ``VecFrameStack(4)`` with the Zoo's Atari hyperparameters,
-timed around ``learn()``. Both run one torch thread. The peak resident memory of each whole process
-tree (env workers included) is sampled every 0.1 s with psutil. Needs the bench and atari extras.
+timed around ``learn()``. Both run ``--threads`` torch threads (default 1; ours through
+``run.torch_threads``). The peak resident memory of each whole process tree (env workers included)
+is sampled every 0.1 s with psutil. Needs the bench and atari extras.
 
-    python bench/atari_throughput.py [--steps 40960] [--repeats 1]   # writes bench/results/atari_throughput.json
+    python bench/atari_throughput.py [--steps 40960] [--repeats 1] [--threads 1] [--set env.backend=ale ...]
+    # writes bench/results/atari_throughput.json, or --out FILE
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def run_measured(cmd: list[str]) -> tuple[dict, float, float]:
     return json.loads(out.strip().splitlines()[-1]), wall, peak / 2**20
 
 
-def sb3_child(steps: int, seed: int) -> None:
+def sb3_child(steps: int, seed: int, threads: int) -> None:
     """SB3 PPO with the RL Zoo's Atari hyperparameters (hyperparams/ppo.yml, ``atari``)."""
     import ale_py
     import gymnasium as gym
@@ -58,7 +60,7 @@ def sb3_child(steps: int, seed: int) -> None:
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     gym.register_envs(ale_py)
     env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=8, seed=seed), n_stack=4)
     model = PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=256, learning_rate=lambda f: f * 2.5e-4,
@@ -75,31 +77,36 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40960)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each side (run.torch_threads)")
     parser.add_argument("--sb3-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--set", dest="extra", action="append", default=[], help="more --set for ours")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "atari_throughput.json")
     args = parser.parse_args()
     if args.sb3_child:
-        sb3_child(args.steps, args.seed)
+        sb3_child(args.steps, args.seed, args.threads)
         return
     rows = []
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or None
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
             extra = [x for s in args.extra for x in ("--set", s)]
             ours, ours_wall, ours_mem = run_measured(
                 [sys.executable, "main.py", "--config", "pong.toml", "--seed", str(args.seed), "--total-timesteps",
                  str(args.steps), *ZOO_SETTINGS, *extra, "--set", "run.eval_episodes=0",
+                 "--set", f"run.torch_threads={args.threads}",
                  "--run-dir", f"{tmp}/ours_{i}"])
             sb3, sb3_wall, sb3_mem = run_measured([sys.executable, __file__, "--sb3-child", "--steps", str(args.steps),
-                                                   "--seed", str(args.seed)])
+                                                   "--seed", str(args.seed), "--threads", str(args.threads)])
             row = {"repeat": i, "ours_env_steps": ours["env_steps"], "ours_train_s": ours["train_seconds"],
                    "ours_sps": ours["sps"], "ours_wall_s": round(ours_wall, 1), "ours_peak_rss_mib": round(ours_mem),
                    "sb3_env_steps": sb3["env_steps"], "sb3_learn_s": sb3["learn_seconds"], "sb3_sps": sb3["sps"],
                    "sb3_wall_s": round(sb3_wall, 1), "sb3_peak_rss_mib": round(sb3_mem),
-                   "sps_ratio": round(ours["sps"] / sb3["sps"], 2), "extra": args.extra}
+                   "sps_ratio": round(ours["sps"] / sb3["sps"], 2), "threads": args.threads, "extra": args.extra,
+                   "date": time.strftime("%Y-%m-%d"), "commit": commit}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    out = ROOT / "bench" / "results" / "atari_throughput.json"
-    out.write_text(json.dumps(rows, indent=2) + "\n")
+    args.out.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"sps ratio: mean {statistics.fmean(r['sps_ratio'] for r in rows):.2f}")
 
 

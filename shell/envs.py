@@ -7,6 +7,7 @@ at the gymnasium boundary (one conversion per step).
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -257,6 +258,66 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
 
 
+# env.kwargs that ale-py's AtariVectorEnv takes as gymnasium's AtariEnv does (the rest have no counterpart there).
+ALE_VECTOR_KWARGS = ("repeat_action_probability", "full_action_space", "max_num_frames_per_episode")
+
+
+def ale_vector_options(cfg: EnvConfig) -> tuple[str, dict[str, Any]]:
+    """The game and the ``AtariVectorEnv`` options of ``cfg.id``: its registered
+    ``repeat_action_probability``, ``full_action_space`` and ``max_num_frames_per_episode``, each
+    overridden by ``env.kwargs``.
+
+    Raises:
+        ConfigError: ``cfg.id`` is not an ALE id, or ``env.kwargs`` has a key the vector env does
+            not take (``frameskip`` may only be 1, the gymnasium chain's own setting).
+    """
+    _import_env_package(cfg.id)
+    try:
+        spec = gym.spec(cfg.id)
+    except gym.error.Error as exc:
+        raise ConfigError(f"cannot make env {cfg.id!r}: {str(exc).splitlines()[0]}") from None
+    if "game" not in spec.kwargs:
+        raise ConfigError(f"env.backend = 'ale' needs an ALE id such as 'ALE/Pong-v5', not {cfg.id!r}")
+    unknown = sorted(set(cfg.kwargs) - set(ALE_VECTOR_KWARGS) - {"frameskip"})
+    if unknown or cfg.kwargs.get("frameskip", 1) != 1:
+        what = f"env.kwargs key {unknown[0]!r}" if unknown else f"env.kwargs.frameskip = {cfg.kwargs['frameskip']!r}"
+        raise ConfigError(f"{what} is not supported by env.backend = 'ale' (it takes frameskip = 1 and "
+                          f"{', '.join(ALE_VECTOR_KWARGS)}); use env.backend = 'gymnasium'")
+    options = {key: spec.kwargs[key] for key in ALE_VECTOR_KWARGS if key in spec.kwargs}
+    options.update({key: cfg.kwargs[key] for key in ALE_VECTOR_KWARGS if key in cfg.kwargs})
+    return spec.kwargs["game"], options
+
+
+def _make_ale_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+    """ale-py's C++ ``AtariVectorEnv`` doing the work of :func:`atari_wrappers` on ``cfg.id``'s game.
+
+    The same chain as ``gymnasium.make(cfg.id, frameskip=1)`` under ``AtariPreprocessing`` and
+    ``FrameStackObservation``: the id's registered sticky actions, action set and frame limit
+    (overridden by ``env.kwargs``), up to 30 no-op starts, frame skip 4 with max-pooling of the last
+    two frames, 84x84 greyscale, ``env.frame_stack`` frames, no fire reset, the game score as
+    reward (``env.sign_reward`` clips it for training only) and whole games as episodes (a lost
+    life is handled by :class:`GymVecEnv`). Stepping runs in C++ threads, one per core at most.
+    One difference: the first stack of an episode is padded with zero frames where
+    ``FrameStackObservation`` repeats the first frame. SAME_STEP autoreset, with the final
+    observations in ``info["final_obs"]``.
+
+    Raises:
+        ConfigError: see :func:`ale_vector_options`; or the vector env could not be built.
+    """
+    game, options = ale_vector_options(cfg)
+    from ale_py.vector_env import AtariVectorEnv
+
+    try:
+        return AtariVectorEnv(game, num_envs, num_threads=min(num_envs, len(os.sched_getaffinity(0))),
+                              img_height=84, img_width=84, grayscale=True, stack_num=cfg.frame_stack, frameskip=4,
+                              maxpool=True, noop_max=30, episodic_life=False, reward_clipping=False,
+                              use_fire_reset=False, autoreset_mode=AutoresetMode.SAME_STEP, **options)
+    except Exception as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"cannot make env {cfg.id!r} with env.backend = 'ale': {msg} "
+                          f"(env.kwargs = {dict(cfg.kwargs)!r})") from None
+
+
 def autoreset_mode(env: gym.vector.VectorEnv) -> AutoresetMode:
     """A vector env's ``metadata["autoreset_mode"]`` (gymnasium assumes NEXT_STEP when it is missing).
 
@@ -341,11 +402,16 @@ class GymVecEnv:
     def __init__(self, cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
                  wrappers: list | None = None, vector_env: gym.vector.VectorEnv | None = None,
                  factory: Callable[[], gym.Env] | None = None):
+        self._id = cfg.id if vector_env is None and factory is None else None  # for messages
         if vector_env is not None:
             mode = autoreset_mode(vector_env)
             num_envs = vector_env.num_envs
         elif factory is not None:
             vector_env, mode = vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
+        elif cfg.backend == "ale":
+            if render_mode is not None or wrappers:
+                raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
+            vector_env, mode = _make_ale_vec(cfg, num_envs), AutoresetMode.SAME_STEP
         else:
             vector_env, mode = _make_vec(cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
         self.next_step = mode == AutoresetMode.NEXT_STEP
@@ -394,12 +460,12 @@ class GymVecEnv:
         return self._encode(obs)
 
     def _name(self) -> str:
-        return self.env.spec.id if self.env.spec else "env"
+        return self.env.spec.id if self.env.spec else self._id or "env"
 
     def _lives(self, info: dict) -> np.ndarray:
         if "lives" not in info:
-            name = self.env.spec.id if self.env.spec else "env"
-            raise TrainingError(f"env.terminal_on_life_loss needs info['lives'] (ALE envs), which {name} does not give")
+            raise TrainingError(f"env.terminal_on_life_loss needs info['lives'] (ALE envs), which {self._name()} "
+                                "does not give")
         return np.asarray(info["lives"]).copy()
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -425,8 +491,13 @@ class GymVecEnv:
             if np.any(truncated & ~terminated):
                 final_obs = self._encode(obs)
         # The final observation only matters for a truncation's bootstrap: skip it when nothing was truncated.
-        elif "_final_obs" in info and np.any(truncated & ~terminated):
-            final_obs = self._encode(stack_final_obs(obs, info["final_obs"], info["_final_obs"], self.layout))
+        elif "final_obs" in info and np.any(truncated & ~terminated):
+            final = info["final_obs"]
+            if "_final_obs" in info:  # gymnasium's vector envs: an object array, with a mask
+                final_obs = self._encode(stack_final_obs(obs, final, info["_final_obs"], self.layout))
+            else:  # ale-py's AtariVectorEnv: one batched array, read on the rows that ended
+                final_obs = self._encode(np.where((terminated | truncated).reshape(-1, *[1] * (obs.ndim - 1)),
+                                                  final, obs))
         if "_episode" in info:
             done = torch.as_tensor(info["_episode"], device=self.device)
             ep_return = torch.as_tensor(np.asarray(info["episode"]["r"], dtype=np.float32), device=self.device)
@@ -464,8 +535,8 @@ def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, 
              wrappers: list | None = None, source: Any = None):
     """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``).
 
-    ``backend = "gymnasium"`` gives a :class:`GymVecEnv`; ``backend = "torch"`` a batched
-    tensor env from :mod:`shell.torch_envs` (rendering and wrappers need the gymnasium backend).
+    ``backend = "gymnasium"`` or ``"ale"`` (ale-py's C++ Atari vector env, :func:`_make_ale_vec`)
+    gives a :class:`GymVecEnv`; ``backend = "torch"`` a batched tensor env from :mod:`shell.torch_envs` (rendering and wrappers need the gymnasium backend).
     ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``, outside the
     config's own (:func:`sub_env_wrappers`).
     ``source`` replaces the config's id: a ``Callable[[], gymnasium.Env]`` factory, or a ready

@@ -237,6 +237,7 @@ class Trainer:
         halfway = storage.num_steps // 2
         sign_reward = self.config.env.sign_reward
         recurrent = agent.recurrent
+        per_step = agent.values_in_step  # a shared Nature CNN: log pi_old and V(s_t) from the step's own pass
         next_step = getattr(self.env, "next_step", False)
         with torch.inference_mode():
             for t in range(storage.num_steps):
@@ -250,6 +251,9 @@ class Trainer:
                 if recurrent:  # log pi_old and V(s_t) step by step, with the state carried per sub-env
                     state, start = self.rnn_state, self.episode_start
                     sample, self.rnn_state = agent.sample_step(norm_obs, state, start, self.generator)
+                    action, raw_action = sample.action, sample.raw_action
+                elif per_step:
+                    sample = agent.get_action(norm_obs, generator=self.generator)
                     action, raw_action = sample.action, sample.raw_action
                 else:
                     action, raw_action = agent.sample_action(norm_obs, self.generator)
@@ -270,13 +274,14 @@ class Trainer:
                     # the reset rule: the state restarts at an episode's first observation
                     self.episode_start = done if step.episode_start is None else step.episode_start
                 else:
-                    storage.add(norm_obs, raw_action, reward, done, valid=valid)
+                    storage.add(norm_obs, raw_action, reward, done, (sample.log_prob, sample.value) if per_step else None,
+                                valid=valid)
                 ended = step.episode_done
                 if ended is not None:
                     episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
                                              torch.where(ended, step.episode_length, 0).sum())).to(episodes.dtype)
                 obs = step.obs
-            if not recurrent:
+            if not (recurrent or per_step):
                 # log pi_old and V(s_t) of the whole rollout in batched passes (same parameters as at each step)
                 b_obs = map_obs(lambda x: x.flatten(0, 1), storage.obs)
                 b_raw = storage.raw_actions.flatten(0, 1)
@@ -286,8 +291,10 @@ class Trainer:
                          for i in range(0, len(b_raw), chunk)]
                 storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
                 last_value = agent.value(normalize(obs))
-            else:
+            elif recurrent:
                 last_value = agent.value_step(normalize(obs), self.rnn_state, self.episode_start)
+            else:
+                last_value = agent.value(normalize(obs))
             storage.compute_advantages(last_value, gamma, self.config.ppo.gae_lambda)
         agent.obs_normalizer.commit(self.dist)
         self.reward_scaler.commit(self.dist)

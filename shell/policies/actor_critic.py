@@ -11,7 +11,7 @@ from torch import nn
 from shell.config import PolicyConfig
 from shell.normalization import ObsNormalizer
 from shell.observations import Obs, map_obs, obs_layout
-from shell.policies.encoders import has_image, make_encoder
+from shell.policies.encoders import ImageEncoder, has_image, make_encoder
 from shell.policies.heads import ActionSample, make_actor
 from shell.policies.layers import mlp
 from shell.policies.recurrent import RecurrentCore
@@ -61,6 +61,20 @@ class ActorCritic(nn.Module):
             features = cfg.rnn_hidden_size
         self.actor = make_actor(features, action_space, cfg)
         self.critic = mlp(features, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
+
+    @property
+    def values_in_step(self) -> bool:
+        """Whether a feed-forward rollout should take log pi_old and V(s_t) from each step's own pass
+        (:meth:`get_action`) rather than from batched passes afterwards (:meth:`sample_action`, then
+        :meth:`log_prob_and_value`).
+
+        True for a shared Nature CNN: the batched passes would run it a second time over the whole
+        rollout (4 passes of 256 frames, about 80 ms each in float32 on one CPU thread, per 1,024
+        steps). Elsewhere the batched passes are cheaper than per-step heads (DoorKey's small CNN:
+        22.4 s per step against 20.0 s batched, seed 0, 2026-11-30).
+        """
+        return (self.shared and not self.recurrent
+                and any(isinstance(m, ImageEncoder) and m.kind == "nature" for m in self.encoder.modules()))
 
     def _features(self, obs: Obs) -> tuple[torch.Tensor, torch.Tensor]:
         """Actor and critic features ``[N, F]`` (computed once when the encoder is shared)."""

@@ -130,8 +130,10 @@ class ImageEncoder(nn.Module):
         elif self.encoding == "embed":
             codes = image.long().clamp_(0, self.codes - 1).permute(0, 2, 3, 1) + self.code_offset  # [B, H, W, C]
             x = self.embedding(codes).sum(3).permute(0, 3, 1, 2)  # [B, D, H, W]
-        else:
-            x = image.float() * self.scale
+        else:  # to channels_last while still uint8 (2x faster than permuting while converting), then the scale
+            x = image.contiguous(memory_format=torch.channels_last).to(torch.float32, copy=True)
+            if self.scale != 1.0:
+                x.mul_(self.scale)
         # channels_last: oneDNN's fast layout for convolutions on the CPU (the same values either way)
         x = x.contiguous(memory_format=torch.channels_last)
         if not self.bfloat16:

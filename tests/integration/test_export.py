@@ -39,7 +39,8 @@ RUNS = {  # name: main.py arguments of a short run
     "cartpole": ["--config", "cartpole", *TINY, "--total-timesteps", "256"],
     "multidiscrete": ["--config", "cartpole", "--set", f"env.id={CUSTOM}:MultiDiscrete324-v0", *TINY,
                       "--total-timesteps", "128"],
-    "image": ["--config", "pong", "--set", f"env.id={CUSTOM}:StubAtari-v0", *TINY, "--total-timesteps", "128"],
+    "image": ["--config", "pong", "--set", f"env.id={CUSTOM}:StubAtari-v0", "--set", "env.backend=gymnasium",
+              "--set", "policy.cnn_precision=float32", *TINY, "--total-timesteps", "128"],
     "dict": ["--config", "cartpole", "--set", f"env.id={CUSTOM}:MixedDict-v0", "--set", "env.normalize_obs=true",
              *TINY, "--total-timesteps", "128"],
 }

@@ -203,7 +203,8 @@ def test_mixed_dict_run_evaluates_plots_and_deploys(main, tmp_path):
 # ----------------------------------------------------------------------------- Atari chain on a stub game
 def test_atari_chain_reports_the_unclipped_game_score(main, tmp_path):
     run = tmp_path / "run"
-    proc = main("--config", "pong", "--set", f"env.id={CUSTOM}:StubAtari-v0", "--set", "env.num_envs=2",
+    proc = main("--config", "pong", "--set", f"env.id={CUSTOM}:StubAtari-v0", "--set", "env.backend=gymnasium",
+                "--set", "env.num_envs=2",
                 "--set", "ppo.num_steps=128", "--set", "ppo.num_minibatches=2", "--set", "ppo.update_epochs=1",
                 "--set", "run.eval_episodes=2", "--total-timesteps", "512", "--run-dir", str(run))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -260,8 +261,10 @@ def test_short_doorkey_run(main, tmp_path):
 
 
 def test_short_pong_run(main, tmp_path):
+    """gymnasium's Python chain (pong.toml's own backend is "ale": tests/integration/test_ale_backend.py)."""
     run = tmp_path / "run"
-    proc = main("--config", "pong", "--total-timesteps", "1024", "--set", "run.eval_episodes=1",
+    proc = main("--config", "pong", "--set", "env.backend=gymnasium", "--total-timesteps", "1024",
+                "--set", "run.eval_episodes=1",
                 "--set", "run.eval_max_episode_steps=100", "--run-dir", str(run))
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = last_json(proc.stdout)
