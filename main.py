@@ -119,8 +119,8 @@ def tune_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trials", type=_int_at_least(1), required=True,
                         help="the study's total of completed and pruned trials (a rerun continues up to it)")
     parser.add_argument("--jobs", type=_int_at_least(1), default=1, help="worker processes sharing the study")
-    parser.add_argument("--seeds", type=_int_at_least(0), nargs="+", default=[0, 1, 2],
-                        help="seeds each trial trains on (default 0 1 2)")
+    parser.add_argument("--seeds", type=_int_at_least(0), nargs="+",
+                        help="seeds each trial trains on (default: the config's [tune] seeds, else 0 1 2)")
     parser.add_argument("--total-timesteps", type=_int_at_least(1), help="run.total_timesteps of every trial")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config value for every trial (the key is then not tuned); repeatable")

@@ -1,7 +1,8 @@
-"""Env steps per second and training SPS against num_envs, for both env backends.
+"""Env steps per second and training SPS against num_envs, for the env backends.
 
     python bench/throughput.py [--device auto] [--env Pendulum-v1] [--torch-envs 16 ... 16384]
-                               [--gym-envs 16 ... 1024] [--out bench/results/throughput_<device>.json]
+                               [--gym-envs 16 ... 1024] [--envpool-envs 16 64 256]
+                               [--out bench/results/throughput_<device>.json]
 
 - env SPS: vector steps with random actions, no policy (the env alone).
 - training SPS: whole PPO iterations (rollout + update) of the runner, after one warm-up
@@ -77,12 +78,14 @@ def main() -> None:
     parser.add_argument("--env", default="Pendulum-v1")
     parser.add_argument("--torch-envs", type=int, nargs="+", default=[16, 64, 256, 1024, 4096, 16384])
     parser.add_argument("--gym-envs", type=int, nargs="+", default=[16, 64, 256, 1024])
+    parser.add_argument("--envpool-envs", type=int, nargs="*", default=[],
+                        help="also the envpool backend at these sizes (needs the envpool extra)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
     device = resolve_device(args.device)
     rows = []
-    for backend, sizes in (("torch", args.torch_envs), ("gymnasium", args.gym_envs)):
+    for backend, sizes in (("torch", args.torch_envs), ("gymnasium", args.gym_envs), ("envpool", args.envpool_envs)):
         for n in sizes:
             row = {"backend": backend, "num_envs": n, "device": str(device),
                    "env_sps": round(env_sps(args.env, backend, n, device)),

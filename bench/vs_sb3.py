@@ -9,6 +9,7 @@ fastest setting on a 2-core machine. Needs the bench extra: ``pip install -e ".[
     python bench/vs_sb3.py cartpole
     python bench/vs_sb3.py doorkey                       # SB3 on seed 0 only (--sb3-seeds), ours on 0 1 2
     python bench/vs_sb3.py cartpole-lstm                 # sb3-contrib RecurrentPPO on seed 0; also pendulum-lstm
+    python bench/vs_sb3.py cartpole-envpool              # ours on EnvPool (the envpool extra), SB3 as for cartpole
 
 ``--sb3-seeds`` runs SB3 on only some of the seeds (default: all; doorkey: 0, as SB3 takes about
 two minutes there); each row then has SB3's fields only where SB3 ran. The file holds the rows and a
@@ -40,7 +41,8 @@ def timed(cmd: list[str]) -> tuple[float, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("env", choices=("pendulum", "cartpole", "doorkey", "cartpole-lstm", "pendulum-lstm"))
+    parser.add_argument("env", choices=("pendulum", "cartpole", "doorkey", "cartpole-lstm", "pendulum-lstm",
+                                        "cartpole-envpool", "pendulum-envpool"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sb3-seeds", type=int, nargs="+", help="seeds SB3 runs on (default: --seeds; doorkey: 0)")
     parser.add_argument("--sb3-one-thread-only", action="store_true",
@@ -49,6 +51,7 @@ def main() -> None:
     sb3_seeds = args.sb3_seeds or ([0] if args.env in ("doorkey", "cartpole-lstm", "pendulum-lstm") else args.seeds)
     if not set(sb3_seeds) <= set(args.seeds):
         parser.error(f"--sb3-seeds {sb3_seeds} must be among --seeds {args.seeds}")
+    sb3_env = args.env.removesuffix("-envpool")  # the same task for SB3, on gymnasium's envs
     out = ROOT / "bench" / "results" / f"{args.env}_vs_sb3.json"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -60,11 +63,11 @@ def main() -> None:
                    "ours_eval": round(ours["eval_return_mean"], 3), "ours_env_steps": ours["env_steps"]}
             if seed in sb3_seeds:
                 if not args.sb3_one_thread_only:
-                    zoo_wall, zoo = timed([sys.executable, "bench/sb3_zoo.py", args.env, str(seed)])
+                    zoo_wall, zoo = timed([sys.executable, "bench/sb3_zoo.py", sb3_env, str(seed)])
                     row.update({"sb3_zoo_wall_s": round(zoo_wall, 2), "sb3_zoo_learn_s": zoo["learn_seconds"],
                                 "sb3_zoo_eval": round(zoo["eval_return_mean"], 3),
                                 "speedup_vs_zoo": round(zoo_wall / ours_wall, 2)})
-                one_wall, one = timed([sys.executable, "bench/sb3_zoo.py", args.env, str(seed), "1"])
+                one_wall, one = timed([sys.executable, "bench/sb3_zoo.py", sb3_env, str(seed), "1"])
                 row.update({"sb3_1thread_wall_s": round(one_wall, 2), "sb3_1thread_learn_s": one["learn_seconds"],
                             "sb3_1thread_eval": round(one["eval_return_mean"], 3),
                             "speedup_vs_1thread": round(one_wall / ours_wall, 2)})

@@ -107,9 +107,10 @@ class EnvConfig:
     id: str = _field("Pendulum-v1", "Gymnasium id, including 'my_module:MyEnv-v0' for your own env.")
     num_envs: int = _field(16, "Parallel envs per process.", _range(1))
     vectorization_mode: str = _field("sync", "Gymnasium vector env: 'sync' or 'async'.", _one_of("sync", "async"))
-    backend: str = _field("gymnasium", "'gymnasium' (CPU envs), 'torch' (batched tensor envs) or 'ale' (ale-py's "
-                          "C++ AtariVectorEnv running the Atari chain; needs env.atari).",
-                          _one_of("gymnasium", "torch", "ale"))
+    backend: str = _field("gymnasium", "'gymnasium' (CPU envs), 'torch' (batched tensor envs), 'ale' (ale-py's "
+                          "C++ AtariVectorEnv running the Atari chain; needs env.atari) or 'envpool' (EnvPool's "
+                          "C++ thread pool; the envpool extra).",
+                          _one_of("gymnasium", "torch", "ale", "envpool"))
     kwargs: dict[str, Any] = _field(attrs.Factory(dict), "Keyword arguments for gymnasium.make of each sub-env "
                                     "(a TOML table, e.g. { continuous = true }); a string naming an existing file "
                                     "or folder relative to the config file's folder (to the current folder for "
@@ -230,6 +231,8 @@ class Config:
     def __attrs_post_init__(self) -> None:
         if self.env.wrappers and self.env.backend != "gymnasium":
             raise ConfigError(f"env.wrappers need env.backend = 'gymnasium', not {self.env.backend!r}")
+        if self.env.backend == "envpool" and self.env.atari:
+            raise ConfigError("env.atari runs on env.backend = 'ale' or 'gymnasium', not 'envpool'")
         if self.env.backend == "ale":
             if not self.env.atari:
                 raise ConfigError("env.backend = 'ale' runs the Atari chain and needs env.atari = true")

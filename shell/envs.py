@@ -318,6 +318,36 @@ def _make_ale_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
                           f"(env.kwargs = {dict(cfg.kwargs)!r})") from None
 
 
+def _make_envpool_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+    """EnvPool's C++ vector env of ``cfg.id`` (``envpool.make_gymnasium``), stepping in a thread pool.
+
+    EnvPool autoresets NEXT_STEP: :class:`GymVecEnv` keeps its dummy steps out of the rollout.
+    ``env.kwargs`` go to ``make_gymnasium`` as they are, and ``env.max_episode_steps`` as its
+    ``max_episode_steps``. Sub-env i is seeded ``seed + i`` at reset, as for the other backends.
+
+    Raises:
+        ConfigError: no envpool (naming the pip command), an id EnvPool does not have, or kwargs
+            it refuses (one line).
+    """
+    try:
+        import envpool
+    except ImportError:
+        raise ConfigError("env.backend = 'envpool' needs the envpool package; run: "
+                          'pip install -e ".[envpool]"') from None
+    if cfg.id not in envpool.list_all_envs():
+        raise ConfigError(f"env.backend = 'envpool' has no env {cfg.id!r}; use env.backend = 'gymnasium' (EnvPool "
+                          "names its Atari games without 'ALE/', e.g. 'Pong-v5')")
+    kwargs: dict[str, Any] = dict(cfg.kwargs)
+    if cfg.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = cfg.max_episode_steps
+    try:
+        return envpool.make_gymnasium(cfg.id, num_envs=num_envs, **kwargs)
+    except Exception as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"cannot make env {cfg.id!r} with env.backend = 'envpool': {msg} "
+                          f"(env.kwargs = {dict(cfg.kwargs)!r})") from None
+
+
 def autoreset_mode(env: gym.vector.VectorEnv) -> AutoresetMode:
     """A vector env's ``metadata["autoreset_mode"]`` (gymnasium assumes NEXT_STEP when it is missing).
 
@@ -412,6 +442,11 @@ class GymVecEnv:
             if render_mode is not None or wrappers:
                 raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
             vector_env, mode = _make_ale_vec(cfg, num_envs), AutoresetMode.SAME_STEP
+        elif cfg.backend == "envpool":
+            if render_mode is not None or wrappers:
+                raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
+            vector_env = _make_envpool_vec(cfg, num_envs)
+            mode = autoreset_mode(vector_env)
         else:
             vector_env, mode = _make_vec(cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
         self.next_step = mode == AutoresetMode.NEXT_STEP
@@ -426,7 +461,10 @@ class GymVecEnv:
         self.device = device
         spec = self.env.spec
         #: the time limit of one episode: the config's override, else the registered one (None = none)
-        self.max_episode_steps = cfg.max_episode_steps or (spec.max_episode_steps if spec is not None else None)
+        # gymnasium's EnvSpec has max_episode_steps; EnvPool's spec keeps it in its config
+        registered = getattr(spec, "max_episode_steps", None) or getattr(getattr(spec, "config", None),
+                                                                          "max_episode_steps", None)
+        self.max_episode_steps = cfg.max_episode_steps or registered
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         try:
@@ -460,7 +498,7 @@ class GymVecEnv:
         return self._encode(obs)
 
     def _name(self) -> str:
-        return self.env.spec.id if self.env.spec else self._id or "env"
+        return getattr(self.env.spec, "id", None) or self._id or "env"
 
     def _lives(self, info: dict) -> np.ndarray:
         if "lives" not in info:
@@ -535,8 +573,10 @@ def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, 
              wrappers: list | None = None, source: Any = None):
     """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``).
 
-    ``backend = "gymnasium"`` or ``"ale"`` (ale-py's C++ Atari vector env, :func:`_make_ale_vec`)
-    gives a :class:`GymVecEnv`; ``backend = "torch"`` a batched tensor env from :mod:`shell.torch_envs` (rendering and wrappers need the gymnasium backend).
+    ``backend = "gymnasium"``, ``"ale"`` (ale-py's C++ Atari vector env, :func:`_make_ale_vec`) or
+    ``"envpool"`` (:func:`_make_envpool_vec`, NEXT_STEP) gives a :class:`GymVecEnv`; ``backend =
+    "torch"`` a batched tensor env from :mod:`shell.torch_envs` (rendering and wrappers need the
+    gymnasium backend).
     ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``, outside the
     config's own (:func:`sub_env_wrappers`).
     ``source`` replaces the config's id: a ``Callable[[], gymnasium.Env]`` factory, or a ready

@@ -274,8 +274,8 @@ class Trainer:
                     # the reset rule: the state restarts at an episode's first observation
                     self.episode_start = done if step.episode_start is None else step.episode_start
                 else:
-                    storage.add(norm_obs, raw_action, reward, done, (sample.log_prob, sample.value) if per_step else None,
-                                valid=valid)
+                    step_values = (sample.log_prob, sample.value) if per_step else None
+                    storage.add(norm_obs, raw_action, reward, done, step_values, valid=valid)
                 ended = step.episode_done
                 if ended is not None:
                     episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),

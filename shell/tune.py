@@ -4,8 +4,9 @@
                         [--total-timesteps T] [--set section.key=value ...] [--study-dir DIR]
                         [--storage URL] [--study NAME] [--space FILE] [--pruner median|hyperband|none]
 
-A trial samples a config from the search space, trains it on each of ``--seeds`` in turn (normal run
-dirs, ``STUDY_DIR/trials/<number>/s<seed>``) and scores it by the mean of the runs' final
+A trial samples a config from the search space, trains it on each of its seeds in turn (``--seeds``,
+else the config's ``[tune] seeds``, else 0 1 2; normal run dirs, ``STUDY_DIR/trials/<number>/s<seed>``)
+and scores it by the mean of the runs' final
 deterministic evaluations. The periodic evaluations (``[tune] evals`` per run) are reported to
 Optuna as intermediate values, the mean over the seeds so far, so its pruner (median by default,
 or Hyperband) can stop a poor trial early.
@@ -85,6 +86,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("log_uniform", "uniform", "int", "choice")
 PRUNERS = ("median", "hyperband", "none")
 DEFAULT_EVALS = 4
+DEFAULT_SEEDS = (0, 1, 2)  # the seeds of a trial when neither --seeds nor [tune] seeds names them
 DEFAULT_HEARTBEAT = 10
 MAX_FAILURES_IN_A_ROW = 5
 # Objective-defining keys: the seeds come from --seeds, evaluations from the tuner.
@@ -319,7 +321,7 @@ def _read_tune_table(path: Path) -> dict[str, Any]:
     return table
 
 
-def resolve_settings(config: str, trials: int, seeds: list[int], total_timesteps: int | None,
+def resolve_settings(config: str, trials: int, seeds: list[int] | None, total_timesteps: int | None,
                      overrides: list[str], study_dir: str | None, storage: str | None, study: str | None,
                      space: str | None, pruner: str | None, heartbeat: int) -> tuple[Settings, Config, list[str]]:
     """Check the command's input and resolve it into :class:`Settings` (the study dir is not created).
@@ -332,9 +334,14 @@ def resolve_settings(config: str, trials: int, seeds: list[int], total_timesteps
     path = resolve_config_path(config)
     base = load_config(config, overrides, total_timesteps=total_timesteps)
     table = _read_tune_table(path)
-    unknown = set(table) - {"space", "evals", "pruner"}
+    unknown = set(table) - {"space", "evals", "pruner", "seeds"}
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {sorted(unknown)} in [tune]; known: evals, pruner, space")
+        raise ConfigError(f"{path}: unknown key(s) {sorted(unknown)} in [tune]; known: evals, pruner, seeds, space")
+    if seeds is None:  # --seeds, else the config's [tune] seeds, else 0 1 2
+        seeds = table.get("seeds", list(DEFAULT_SEEDS))
+        if (not isinstance(seeds, list) or not seeds
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
+            raise ConfigError(f"{path}: tune.seeds = {seeds!r}: needs a non-empty list of integers >= 0")
     evals = table.get("evals", DEFAULT_EVALS)
     if not isinstance(evals, int) or isinstance(evals, bool) or evals < 0:
         raise ConfigError(f"{path}: tune.evals = {evals!r}: needs an integer >= 0 (periodic evaluations per run)")
@@ -515,7 +522,7 @@ def load_study(settings: Settings, heartbeat: bool = False) -> Any:
 
 
 # ----------------------------------------------------------------------------- the parent: tune
-def tune(config: str, trials: int, stop: StopRequest, *, jobs: int = 1, seeds: list[int] = (0, 1, 2),
+def tune(config: str, trials: int, stop: StopRequest, *, jobs: int = 1, seeds: list[int] | None = None,
          total_timesteps: int | None = None, overrides: list[str] = (), study_dir: str | None = None,
          storage: str | None = None, study: str | None = None, space: str | None = None,
          pruner: str | None = None, heartbeat: int = DEFAULT_HEARTBEAT) -> dict[str, Any]:
@@ -528,7 +535,8 @@ def tune(config: str, trials: int, stop: StopRequest, *, jobs: int = 1, seeds: l
             env check), found before any worker starts; nothing is left behind.
         TrainingError: a worker failed (its log is named).
     """
-    settings, base, notes = resolve_settings(config, trials, list(seeds), total_timesteps, list(overrides),
+    settings, base, notes = resolve_settings(config, trials, None if seeds is None else list(seeds), total_timesteps,
+                                             list(overrides),
                                              study_dir, storage, study, space, pruner, heartbeat)
     _check_env(base)
     directory = Path(settings.study_dir)

@@ -85,15 +85,16 @@ def test_truncation_returns_the_ended_episodes_last_frames():
     env = make_env(atari_config(kwargs={"frameskip": 1, "max_num_frames_per_episode": 400}).env, CPU)
     try:
         env.reset(seed=0)
-        for t, action in enumerate(random_actions(120, 2)):
-            step = env.step(action)
+        steps = 0
+        for action in random_actions(120, 2):
+            step, steps = env.step(action), steps + 1
             if step.truncated.any():
                 break
-        assert step.truncated.all() and not step.terminated.any() and t < 100  # the no-ops count as frames
+        assert step.truncated.all() and not step.terminated.any() and steps <= 100  # the no-ops count as frames
         assert step.final_obs is not None and step.final_obs.dtype == torch.uint8
         assert step.obs[:, :3].eq(0).all()  # the reset stack: three zero frames, then the first one
         assert step.final_obs[:, :3].flatten(1).amax(1).gt(0).all()  # the last frames of the ended game
-        assert step.episode_done.all() and step.episode_length.eq(t + 1).all()
+        assert step.episode_done.all() and step.episode_length.eq(steps).all()
     finally:
         env.close()
 

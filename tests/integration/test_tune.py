@@ -179,6 +179,20 @@ def test_set_fixes_a_key_and_trials_get_seeds_and_an_evaluation_period(tmp_path)
     assert load_config(str(config), ["ppo.update_epochs=2"]).to_dict() == base.to_dict()
 
 
+def test_seeds_come_from_the_command_else_the_config_else_0_1_2(tmp_path):
+    def seeds(tune_table: str, given):
+        config = write(tmp_path / "c.toml", tune_table + SPACE)
+        return resolve_settings(str(config), 5, given, None, [], str(tmp_path / "d"), None, None, None, None,
+                                2)[0].seeds
+
+    assert seeds("", None) == [0, 1, 2]
+    assert seeds("[tune]\nseeds = [0, 1, 2, 3, 4, 5]\n", None) == [0, 1, 2, 3, 4, 5]
+    assert seeds("[tune]\nseeds = [0, 1, 2, 3, 4, 5]\n", [7, 8]) == [7, 8]
+    for bad in ("[]", "[1, -2]", "3", '["a"]'):
+        with pytest.raises(ConfigError, match=r"tune.seeds = .*: needs a non-empty list of integers >= 0"):
+            seeds(f"[tune]\nseeds = {bad}\n", None)
+
+
 @pytest.mark.parametrize("name", ["median", "hyperband", "none"])
 def test_pruners_decide_from_the_first_seeds_final_evaluation_on(tmp_path, name):
     config = write(tmp_path / "c.toml", SPACE)

@@ -1,0 +1,100 @@
+"""``env.backend = "envpool"``: built from the config, run through the one NEXT_STEP path.
+
+EnvPool itself is too heavy for CI (about 750 MB); ``envpool_standin/envpool.py`` has the semantics
+the backend relies on (NEXT_STEP autoreset, seeding, time limit, id list). Real runs: BENCHMARKS.md.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tests.integration.custom_envs  # noqa: F401 - registers Counting-v0
+from shell.config import config_from_dict
+from shell.errors import ConfigError
+from shell.runner import Trainer
+
+STANDIN = Path(__file__).resolve().parent / "envpool_standin"
+
+
+@pytest.fixture
+def standin(monkeypatch):
+    monkeypatch.syspath_prepend(str(STANDIN))
+    monkeypatch.delitem(sys.modules, "envpool", raising=False)
+    yield
+    sys.modules.pop("envpool", None)
+
+
+def counting_config(**env) -> dict:
+    return config_from_dict({"env": {"id": "Counting-v0", "backend": "envpool", "num_envs": 3, **env},
+                             "ppo": {"num_steps": 16, "num_minibatches": 2, "update_epochs": 1},
+                             "run": {"total_timesteps": 96, "eval_episodes": 0, "device": "cpu"}})
+
+
+def test_the_config_path_keeps_dummy_steps_out_and_bootstraps_truncations(standin, tmp_path):
+    """Counting-v0: the k-th step of an episode pays k; episodes of 3 and 5 steps end by termination,
+    those of 7 by the time limit. Every step after an end is a dummy, flagged invalid; the episode
+    statistics are whole episodes; a truncation's reward carries the bootstrap gamma * V(final_obs)."""
+    trainer = Trainer(counting_config(), tmp_path)
+    assert trainer.env.next_step
+    obs = trainer.env.reset(seed=0)
+    obs, episodes = trainer.collect(obs)
+    st = trainer.storage
+    valid, dones, rewards = st.valid, st.dones, st.rewards
+    assert not valid.all()
+    ended = dones[:-1] & valid[:-1]
+    assert torch.equal(~valid[1:], ended)  # a dummy right after each end, and nowhere else
+    assert valid[0].all()
+    # the statistics: n whole episodes of lengths 3, 5, 7 with returns 6, 15, 28; solve for the counts
+    n, total_return, total_length = (float(x) for x in episodes)
+    c = (total_return - 6 * n - 4.5 * (total_length - 3 * n)) / 4
+    b = (total_length - 3 * n) / 2 - 2 * c
+    a = n - b - c
+    assert n >= 6 and all(x >= 0 and x == int(x) for x in (a, b, c)) and c >= 1
+    end_rewards = rewards[dones & valid]
+    terminations = (end_rewards == 3) | (end_rewards == 5)
+    assert terminations.any() and (~terminations).any()
+    assert not (end_rewards[~terminations] == 7).any()  # 7 + gamma * V(final_obs), not the raw 7
+
+
+def test_a_short_run_through_main(tmp_path):
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(root / "main.py"), "--config", "cartpole-envpool",
+                           "--total-timesteps", "4096", "--set", "run.eval_episodes=2", "--run-dir",
+                           str(tmp_path / "run")], capture_output=True, text=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": f"{STANDIN}{os.pathsep}{root}"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["env_steps"] == 4096 and summary["eval_episodes"] == 2
+    saved = (tmp_path / "run" / "config.toml").read_text()
+    assert 'backend = "envpool"' in saved
+
+
+def test_without_the_extra_the_run_stops_with_the_pip_command(tmp_path):
+    """main.py with ``import envpool`` failing (as where the extra is not installed)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import runpy, sys; sys.modules['envpool'] = None; "  # None in sys.modules: ImportError on import
+            f"sys.argv = ['main.py', '--config', 'cartpole-envpool', '--run-dir', {str(tmp_path / 'run')!r}]; "
+            "runpy.run_path('main.py', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and 'needs the envpool package; run: pip install -e ".[envpool]"' in lines[0]
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_an_id_envpool_lacks_and_atari_are_refused(standin):
+    from shell.envs import make_env
+
+    with pytest.raises(ConfigError, match=r"env.backend = 'envpool' has no env 'ALE/Pong-v5'"):
+        make_env(counting_config(id="ALE/Pong-v5").env, torch.device("cpu"))
+    with pytest.raises(ConfigError, match=r"env.atari runs on env.backend = 'ale' or 'gymnasium', not 'envpool'"):
+        counting_config(atari=True)
