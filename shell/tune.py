@@ -515,8 +515,8 @@ def load_study(settings: Settings, heartbeat: bool = False) -> Any:
             keys = [f"{s}.{k}" for s in identity["config"] for k in identity["config"][s]
                     if saved["config"].get(s, {}).get(k) != identity["config"][s][k]]
             detail = f" ({', '.join(keys)})"
-        raise ConfigError(f"study {settings.study!r} in {masked(settings.storage)} was made with another "
-                          f"{' and '.join(differ)}{detail}; rerun it with the same settings, or pick another "
+        raise ConfigError(f"study {settings.study!r} in {masked(settings.storage)} was made with other settings: "
+                          f"{' and '.join(differ)}{detail} differ; rerun it with the same settings, or pick another "
                           "--study or --study-dir")
     return study
 
@@ -969,7 +969,7 @@ def write_outputs(study: Any, settings: Settings) -> dict[str, Any]:
         config = trial_config(settings, params)
         header = (f"# Best config of study {settings.study!r}: trial {best.number}, mean final deterministic eval "
                   f"{best.value:.3f} over seeds {settings.seeds}\n# (per seed: {best.user_attrs.get('evals')}) at "
-                  f"{config.run.total_timesteps} steps each. Run it with: python main.py --config best.toml\n"
+                  f"{config.run.total_timesteps} steps each. Run it with: python main.py --config <this file>\n"
                   "# Tuned keys: " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in params.items()) + "\n\n")
         atomic_write(directory / "best.toml", lambda f: f.write((header + dump_toml(config)).encode()))
         result.update(best_trial=best.number, best_value=best.value, best_params=params,

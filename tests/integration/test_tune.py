@@ -351,4 +351,4 @@ def test_sigkill_mid_trial_then_a_rerun_retries_the_killed_trials_once(tmp_path)
             assert retries[0].params == t.params
     # a rerun with other settings is refused: the study's trials would not be comparable
     other = run_main(*args, "--seeds", "5", timeout=120)
-    assert other.returncode == 2 and "was made with another seeds" in other.stderr, other.stderr[-2000:]
+    assert other.returncode == 2 and "was made with other settings: seeds differ" in other.stderr, other.stderr[-2000:]
