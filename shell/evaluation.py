@@ -17,7 +17,7 @@ import torch
 from shell.actions import to_env_action
 from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import Config, EnvConfig, config_from_saved
-from shell.envs import make_env
+from shell.envs import ENVPOOL_OPTIONS, make_env
 from shell.errors import ConfigError
 from shell.observations import obs_layout, to_tensor
 from shell.stop import StopRequest
@@ -78,6 +78,8 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
         return EvalResult([], 0, 0)
     # Runs of another backend are evaluated on gymnasium's env of the same id; a lost life does
     # not end an evaluation episode (returns are whole games).
+    if env_cfg.backend == "envpool":  # the pool's own options are not the env's
+        env_cfg = attrs.evolve(env_cfg, kwargs={k: v for k, v in env_cfg.kwargs.items() if k not in ENVPOOL_OPTIONS})
     env_cfg = attrs.evolve(env_cfg, backend="gymnasium", terminal_on_life_loss=False)
     env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers, source=source)
     cap = eval_episode_cap(env_cfg, max_episode_steps, env.max_episode_steps)

@@ -64,7 +64,9 @@ def test_a_short_run_through_main(tmp_path):
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
+    # num_threads configures the pool: the gymnasium env of the evaluation must not receive it
     proc = subprocess.run([sys.executable, str(root / "main.py"), "--config", "cartpole-envpool",
+                           "--set", "env.kwargs.num_threads=2",
                            "--total-timesteps", "4096", "--set", "run.eval_episodes=2", "--run-dir",
                            str(tmp_path / "run")], capture_output=True, text=True, cwd=root,
                           env={**os.environ, "PYTHONPATH": f"{STANDIN}{os.pathsep}{root}"}, timeout=300)

@@ -17,6 +17,7 @@ def list_all_envs() -> list[str]:
 
 
 def make_gymnasium(task_id: str, num_envs: int = 1, seed: int = 42, max_episode_steps: int | None = None,
+                   num_threads: int = 0, batch_size: int = 0, thread_affinity_offset: int = -1,
                    **kwargs) -> gym.vector.VectorEnv:
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
