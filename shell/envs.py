@@ -288,6 +288,13 @@ def ale_vector_options(cfg: EnvConfig) -> tuple[str, dict[str, Any]]:
     return spec.kwargs["game"], options
 
 
+def _backend_error(cfg: EnvConfig, exc: Exception) -> ConfigError:
+    """One line for a C++ backend's vector env that could not be built from ``cfg``."""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ConfigError(f"cannot make env {cfg.id!r} with env.backend = {cfg.backend!r}: {msg} "
+                       f"(env.kwargs = {dict(cfg.kwargs)!r})")
+
+
 def _make_ale_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
     """ale-py's C++ ``AtariVectorEnv`` doing the work of :func:`atari_wrappers` on ``cfg.id``'s game.
 
@@ -313,9 +320,7 @@ def _make_ale_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
                               maxpool=True, noop_max=30, episodic_life=False, reward_clipping=False,
                               use_fire_reset=False, autoreset_mode=AutoresetMode.SAME_STEP, **options)
     except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"cannot make env {cfg.id!r} with env.backend = 'ale': {msg} "
-                          f"(env.kwargs = {dict(cfg.kwargs)!r})") from None
+        raise _backend_error(cfg, exc) from None
 
 
 # env.kwargs that configure EnvPool's pool rather than the env (dropped for the gymnasium evaluation env)
@@ -350,9 +355,11 @@ def _make_envpool_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
     try:
         return envpool.make_gymnasium(cfg.id, num_envs=num_envs, **kwargs)
     except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"cannot make env {cfg.id!r} with env.backend = 'envpool': {msg} "
-                          f"(env.kwargs = {dict(cfg.kwargs)!r})") from None
+        raise _backend_error(cfg, exc) from None
+
+
+# the backends whose vector env is a C++ one, built from the config and run by GymVecEnv
+CPP_BACKENDS = {"ale": _make_ale_vec, "envpool": _make_envpool_vec}
 
 
 def autoreset_mode(env: gym.vector.VectorEnv) -> AutoresetMode:
@@ -445,14 +452,8 @@ class GymVecEnv:
             num_envs = vector_env.num_envs
         elif factory is not None:
             vector_env, mode = vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
-        elif cfg.backend == "ale":
-            if render_mode is not None or wrappers:
-                raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
-            vector_env, mode = _make_ale_vec(cfg, num_envs), AutoresetMode.SAME_STEP
-        elif cfg.backend == "envpool":
-            if render_mode is not None or wrappers:
-                raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
-            vector_env = _make_envpool_vec(cfg, num_envs)
+        elif cfg.backend in CPP_BACKENDS:  # ale-py's runs SAME_STEP, EnvPool's NEXT_STEP: their metadata says
+            vector_env = CPP_BACKENDS[cfg.backend](cfg, num_envs)
             mode = autoreset_mode(vector_env)
         else:
             vector_env, mode = _make_vec(cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
@@ -592,8 +593,8 @@ def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, 
 
     Raises:
         ConfigError: unknown env id, missing optional extra, unsupported space, an id
-            with no torch implementation, rendering asked of the torch backend, or an
-            ``env.wrappers`` entry that cannot be imported or built.
+            with no torch implementation, rendering or wrappers asked of a backend other than
+            gymnasium, or an ``env.wrappers`` entry that cannot be imported or built.
     """
     num_envs = num_envs or cfg.num_envs
     if isinstance(source, gym.vector.VectorEnv):
@@ -603,12 +604,12 @@ def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, 
             raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
                               f"not {type(source).__name__}")
         return GymVecEnv(cfg, num_envs, device, render_mode, wrappers, factory=source)
+    if cfg.backend != "gymnasium" and (render_mode is not None or wrappers):
+        raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
     if cfg.backend == "torch":
         from shell.torch_envs import TORCH_ENVS
 
         if cfg.id not in TORCH_ENVS:
             raise ConfigError(f"env.backend = 'torch' has no env {cfg.id!r}; torch envs: {sorted(TORCH_ENVS)}")
-        if render_mode is not None or wrappers:
-            raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
         return TORCH_ENVS[cfg.id](num_envs, device, cfg.max_episode_steps)
     return GymVecEnv(cfg, num_envs, device, render_mode, wrappers)

@@ -290,11 +290,8 @@ class Trainer:
                 parts = [agent.log_prob_and_value(map_obs(lambda x, i=i: x[i:i + chunk], b_obs), b_raw[i:i + chunk])
                          for i in range(0, len(b_raw), chunk)]
                 storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
-                last_value = agent.value(normalize(obs))
-            elif recurrent:
-                last_value = agent.value_step(normalize(obs), self.rnn_state, self.episode_start)
-            else:
-                last_value = agent.value(normalize(obs))
+            last_value = (agent.value_step(normalize(obs), self.rnn_state, self.episode_start) if recurrent
+                          else agent.value(normalize(obs)))
             storage.compute_advantages(last_value, gamma, self.config.ppo.gae_lambda)
         agent.obs_normalizer.commit(self.dist)
         self.reward_scaler.commit(self.dist)

@@ -53,6 +53,7 @@ import io
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -923,7 +924,7 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
             if row["eval_return"] == "":
                 return
             periodic += 1
-            trial.report(_mean([*finals, float(row["eval_return"])]), index * per_seed + periodic)
+            trial.report(statistics.fmean([*finals, float(row["eval_return"])]), index * per_seed + periodic)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"at seed {seed}, update {row['update']}")
 
@@ -932,16 +933,12 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
             raise TrialInterrupted(stop.signum or signal.SIGTERM)
         finals.append(float(summary["eval_return_mean"]))
         trial.set_user_attr("evals", finals)
-        value = _mean(finals)
+        value = statistics.fmean(finals)
         if index + 1 < len(settings.seeds):
             trial.report(value, (index + 1) * per_seed)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"after seed {seed}")
-    return _mean(finals)
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
+    return statistics.fmean(finals)
 
 
 # ----------------------------------------------------------------------------- outputs
