@@ -78,9 +78,10 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
         return EvalResult([], 0, 0)
     # Runs of another backend are evaluated on gymnasium's env of the same id; a lost life does
     # not end an evaluation episode (returns are whole games).
+    kwargs = env_cfg.kwargs
     if env_cfg.backend == "envpool":  # the pool's own options are not the env's
-        env_cfg = attrs.evolve(env_cfg, kwargs={k: v for k, v in env_cfg.kwargs.items() if k not in ENVPOOL_OPTIONS})
-    env_cfg = attrs.evolve(env_cfg, backend="gymnasium", terminal_on_life_loss=False)
+        kwargs = {k: v for k, v in kwargs.items() if k not in ENVPOOL_OPTIONS}
+    env_cfg = attrs.evolve(env_cfg, backend="gymnasium", terminal_on_life_loss=False, kwargs=kwargs)
     env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers, source=source)
     cap = eval_episode_cap(env_cfg, max_episode_steps, env.max_episode_steps)
     returns: list[float | None] = [None] * episodes

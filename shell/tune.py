@@ -537,8 +537,7 @@ def tune(config: str, trials: int, stop: StopRequest, *, jobs: int = 1, seeds: l
         TrainingError: a worker failed (its log is named).
     """
     settings, base, notes = resolve_settings(config, trials, None if seeds is None else list(seeds), total_timesteps,
-                                             list(overrides),
-                                             study_dir, storage, study, space, pruner, heartbeat)
+                                             list(overrides), study_dir, storage, study, space, pruner, heartbeat)
     _check_env(base)
     directory = Path(settings.study_dir)
     created = not directory.exists()
