@@ -408,7 +408,8 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
 
     Raises:
         ConfigError: if the text is not of the form ``section.key=value`` (or
-            ``section.table.name=value``) or names an unknown section or key.
+            ``section.table.name=value``), names an unknown section or key, or gives a value of the
+            wrong type for its key.
     """
     path, sep, raw = text.partition("=")
     usage = "section.key=value, e.g. --set ppo.gamma=0.99"
@@ -422,6 +423,11 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    if sub is None:  # a wrong type is named with its flag here; a name in a table key takes any value
+        try:
+            _check_type(f"{section}.{key}", value, typing.get_type_hints(SECTIONS[section])[key])
+        except ConfigError as exc:
+            raise ConfigError(f"--set {text!r}: {exc}") from None
     return section, key, sub, value
 
 

@@ -51,6 +51,7 @@ import copy
 import csv
 import io
 import json
+import math
 import os
 import signal
 import statistics
@@ -111,6 +112,10 @@ DEFAULT_SPACE: dict[str, dict[str, Any]] = {
 8,192 transitions, at most 8 minibatches and 10 epochs keep a trial's update work at most twice the
 shipped Acrobot config's (smaller batches made trials several times slower); every choice of
 ``num_minibatches`` divides every ``num_envs * num_steps``."""
+
+
+NO_HEARTBEAT = "its worker stopped sending heartbeats before the trial ended (killed, or its machine went down)"
+"""The error a trial keeps when its worker dies: Optuna's heartbeat check fails it, and nothing else ran."""
 
 
 class TrialInterrupted(Exception):
@@ -254,7 +259,8 @@ def _check_param(param: Param) -> None:
     allowed = {float: ("log_uniform", "uniform", "int", "choice"), int: ("int", "choice"),
                typing.Any: KINDS}.get(base, ("choice",))
     if param.kind not in allowed:
-        raise ConfigError(f"{where}: {section}.{key} is a {getattr(base, '__name__', base)}; "
+        kind = str(getattr(base, "__name__", base))
+        raise ConfigError(f"{where}: {section}.{key} is {'an' if kind[0] in 'aeiou' else 'a'} {kind}; "
                           f"use {' or '.join(allowed)}")
     for value in param.choices or (param.low, param.high):
         try:
@@ -862,14 +868,18 @@ def _run_one_trial(study: Any, settings: Settings, lock: _StudyLock, stop: StopR
         lock.release()  # the trial exists (RUNNING): the next worker may count it and start another
         state["trial"] = trial
         try:
-            return _objective(trial, study, settings, stop, parent_gone, say)
+            value = _objective(trial, study, settings, stop, parent_gone, say)
         except BaseException as exc:
             state["error"] = exc
             if isinstance(exc, TrialInterrupted):
                 trial.set_user_attr("error", str(exc))
-            elif not isinstance(exc, SurplusTrial | optuna.TrialPruned):
+            elif isinstance(exc, optuna.TrialPruned):
+                trial.set_user_attr("error", "")
+            elif not isinstance(exc, SurplusTrial):
                 trial.set_user_attr("error", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
             raise
+        trial.set_user_attr("error", "" if math.isfinite(value) else "non-finite result")
+        return value
 
     try:
         study.optimize(objective, n_trials=1, catch=(), gc_after_trial=False)
@@ -898,7 +908,7 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
     from shell.api import train  # imported by run_worker before any trial starts
 
     trial.set_user_attr("evals", [])  # a retry inherits its original's attributes
-    trial.set_user_attr("error", "")
+    trial.set_user_attr("error", NO_HEARTBEAT)  # what stays if its worker dies; any ending replaces it
     if _is_surplus(study, trial, settings.trials):
         trial.set_user_attr("error", "surplus")
         raise SurplusTrial(f"{settings.trials} trials were already counted or running when it started")
@@ -991,7 +1001,7 @@ def _write_trials_csv(path: Path, trials: list[Any], space: dict[str, Param]) ->
             t.system_attrs.get("failed_trial", ""), round(duration, 1) if duration != "" else "",
             t.datetime_start.isoformat(timespec="seconds") if t.datetime_start else "",
             t.datetime_complete.isoformat(timespec="seconds") if t.datetime_complete else "",
-            t.user_attrs.get("error", ""),
+            t.user_attrs.get("error", "") if t.state.name == "FAIL" else "",  # a queued retry inherits one
             *[json.dumps(space[c].decode(t.params[c])) if c in t.params and c in space
               else t.params.get(c, "") for c in columns],
         ])

@@ -6,6 +6,7 @@ Trials here are tiny (CartPole, 4 envs x 64 steps, 2 seeds); the workers' heartb
 killed trial is found stale 6 s after its last beat.
 """
 
+import csv
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from shell.config import load_config
 from shell.errors import ConfigError
 from shell.tune import (
     DEFAULT_SPACE,
+    NO_HEARTBEAT,
     Settings,
     _fail_unborn_trials,
     _is_surplus,
@@ -146,7 +148,7 @@ def test_space_tables_nested_or_dotted_and_choice_values_round_trip():
     ({"ppo.gamma": {"uniform": [0.99, 0.9]}}, "needs low < high"),
     ({"ppo.gamma": {"uniform": [0.9, 1.5]}}, "ppo.gamma = 1.5 is out of range"),
     ({"ppo.learning_rate": {"log_uniform": [0, 1e-3]}}, "a log scale needs low > 0"),
-    ({"ppo.num_steps": {"uniform": [32, 256]}}, "ppo.num_steps is a int; use int or choice"),
+    ({"ppo.num_steps": {"uniform": [32, 256]}}, "ppo.num_steps is an int; use int or choice"),
     ({"ppo.update_epochs": {"int": [1.5, 4]}}, "int needs integer bounds"),
     ({"policy.activation": {"choice": ["tanh", "swish"]}}, "'swish' is not allowed"),
     ({"policy.activation": {"choice": []}}, "non-empty list"),
@@ -313,6 +315,10 @@ def test_sigint_mid_trial_fails_it_exits_130_and_a_rerun_completes_the_study(tmp
     queued = [t for t in trials if t.state.name == "WAITING"]
     assert sorted(t.system_attrs["failed_trial"] for t in queued) == sorted(t.number for t in interrupted)
     assert all(t.params == trials[t.system_attrs["failed_trial"]].params for t in queued)
+    with (study_dir / "trials.csv").open() as f:  # the error is the failed trial's, not its queued retry's
+        rows = list(csv.DictReader(f))
+    assert all(r["error"] == "interrupted by SIGINT" for r in rows if r["state"] == "FAIL")
+    assert [r["error"] for r in rows if r["state"] == "WAITING"] == [""] * len(queued)
 
     rerun = run_main(*args, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
@@ -345,6 +351,8 @@ def test_sigkill_mid_trial_then_a_rerun_retries_the_killed_trials_once(tmp_path)
     trials = assert_study_whole(study_dir, 3)
     for t in killed:  # failed by the heartbeat check, and run again once with the same parameters
         assert trials[t.number].state.name == "FAIL"
+        if t.params:  # it reached its objective, which leaves the reason a dead worker cannot write
+            assert trials[t.number].user_attrs["error"] == NO_HEARTBEAT
         retries = [r for r in trials if r.system_attrs.get("failed_trial") == t.number]
         assert len(retries) == 1 and retries[0].state.name in ("COMPLETE", "PRUNED")
         if t.params:  # (a trial killed before it sampled its parameters has none to pass on)
