@@ -114,7 +114,7 @@ shipped Acrobot config's (smaller batches made trials several times slower); eve
 ``num_minibatches`` divides every ``num_envs * num_steps``."""
 
 
-NO_HEARTBEAT = "its worker stopped sending heartbeats before the trial ended (killed, or its machine went down)"
+NO_HEARTBEAT = "its worker stopped sending heartbeats before the trial ended (killed, hung, or its machine went down)"
 """The error a trial keeps when its worker dies: Optuna's heartbeat check fails it, and nothing else ran."""
 
 
