@@ -4,7 +4,7 @@
         [--set run.eval_episodes=20] --out bench/results/acrobot_tune_check.json
 
 For each seed, the two configs train at the same time (two processes, so machine load hits both
-alike) with ``main.py --config CONFIG --seed S --total-timesteps T``. Prints one JSON line per seed
+alike) with ``main.py --config CONFIG --seed S --set run.total_timesteps=T``. Prints one JSON line per seed
 (both deterministic eval returns and their difference) and a summary line: the mean of each, the
 mean gain, the seeds the tuned config wins, and whether it clears the bar (``--min-gain``, default 3,
 and ``--min-wins``, default 3). ``--set`` applies to both configs. ``--out FILE`` also writes the
@@ -16,30 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sweep import seed_range  # bench/ is on sys.path when this script runs
-
-ROOT = Path(__file__).resolve().parent.parent
+from sweep import run_seed, seed_range  # bench/ is on sys.path when this script runs
 
 
-def train(config: str, seed: int, total: int, run_dir: Path, overrides: list[str]) -> dict:
-    cmd = [sys.executable, "main.py", "--config", config, "--seed", str(seed), "--total-timesteps", str(total),
-           "--run-dir", str(run_dir)]
-    for o in overrides:
-        cmd += ["--set", o]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip().splitlines()[-1:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"eval": out["eval_return_mean"], "train_s": out["train_seconds"],
-            "wall_s": round(time.perf_counter() - start, 2), "env_steps": out["env_steps"]}
+def train(config: str, seed: int, total: int, tmp: Path, overrides: list[str]) -> dict:
+    """One run of ``config`` on ``seed`` for ``total`` steps (``sweep.run_seed``); exits if it fails."""
+    row = run_seed(config, seed, [f"run.total_timesteps={total}", *overrides], str(tmp))
+    if "error" in row:
+        raise SystemExit(f"{config} on seed {seed} failed: {row['error']}")
+    return {k: row[k] for k in ("eval", "train_s", "wall_s", "env_steps")}
 
 
 def main() -> None:
@@ -58,8 +47,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
         for seed in args.seeds:
-            runs = {name: pool.submit(train, config, seed, args.total_timesteps, Path(tmp) / f"{name}_s{seed}",
-                                 args.overrides)
+            runs = {name: pool.submit(train, config, seed, args.total_timesteps, Path(tmp) / name, args.overrides)
                     for name, config in (("baseline", args.baseline), ("tuned", tuned))}
             row = {"seed": seed, **{f"{name}_{k}": v for name, run in runs.items() for k, v in run.result().items()}}
             row["gain"] = round(row["tuned_eval"] - row["baseline_eval"], 3)

@@ -790,7 +790,7 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
             continue
         if frozen.state.name == "FAIL":
             failures_in_a_row += 1
-            reason = frozen.user_attrs.get("error") or "non-finite result"
+            reason = frozen.user_attrs.get("error", "")
             say(f"trial {trial.number} FAIL: {reason} ({tally})")
             if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
                 raise TrainingError(f"{failures_in_a_row} trials in a row failed, the last with: {reason}")
