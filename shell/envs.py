@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode
 
 from shell.actions import box_action_layout, to_env_action
 from shell.config import EnvConfig
+from shell.envpool_loader import envpool_registration
 from shell.errors import ConfigError, TrainingError
 from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
 
@@ -342,7 +343,7 @@ def _make_envpool_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             it refuses (one line).
     """
     try:
-        import envpool
+        envpool = envpool_registration(cfg.id)  # only the classic-control family for its ids (shell/envpool_loader.py)
     except ImportError:
         raise ConfigError("env.backend = 'envpool' needs the envpool package; run: "
                           'pip install -e ".[envpool]"') from None
