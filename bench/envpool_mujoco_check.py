@@ -89,6 +89,7 @@ def main() -> None:
     for pname, act in policies.items():
         row = {}
         for seed_offset, (side, env) in enumerate(sides.items()):
+            # EnvPool ignores reset's seed: its pool keeps the streams it was built with (its default seed 42)
             returns, lengths = first_episodes(env, act, n, seed=1000 + 100 * seed_offset)
             row[side] = {"return": summary(returns), "length": summary(lengths)}
         row["z_return"] = z_score(row["gymnasium"]["return"], row["envpool"]["return"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -291,7 +292,9 @@ def ale_vector_options(cfg: EnvConfig) -> tuple[str, dict[str, Any]]:
 
 def _backend_error(cfg: EnvConfig, exc: Exception) -> ConfigError:
     """One line for a C++ backend's vector env that could not be built from ``cfg``."""
-    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, TypeError) and "incompatible constructor arguments" in msg:  # pybind11's, many lines long
+        msg = "a value in env.kwargs has a type the C++ env does not accept"
     return ConfigError(f"cannot make env {cfg.id!r} with env.backend = {cfg.backend!r}: {msg} "
                        f"(env.kwargs = {dict(cfg.kwargs)!r})")
 
@@ -328,19 +331,42 @@ def _make_ale_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
 ENVPOOL_OPTIONS = ("num_threads", "batch_size", "thread_affinity_offset", "seed")
 
 
-def _make_envpool_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+def _check_envpool_options(kwargs: dict[str, Any], num_envs: int) -> None:
+    """Refuse pool options that EnvPool would abort the process on, or that this loop cannot run.
+
+    Raises:
+        ConfigError: ``seed`` given (it comes from ``run.seed``), ``num_threads`` or
+            ``thread_affinity_offset`` not an int (>= 0, >= -1), or ``batch_size`` other than 0 or
+            ``num_envs`` (EnvPool's async mode returns a subset of the sub-envs per step).
+    """
+    if "seed" in kwargs:
+        raise ConfigError("env.kwargs.seed: the envpool backend seeds its pool from run.seed (sub-env i gets "
+                          "run.seed + i, as on the other backends); drop it and use --seed")
+    for key, low in (("num_threads", 0), ("thread_affinity_offset", -1)):
+        value = kwargs.get(key, low)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"env.kwargs.{key} = {value!r}: EnvPool needs an int >= {low}")
+    batch = kwargs.get("batch_size", 0)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch not in (0, num_envs):
+        raise ConfigError(f"env.kwargs.batch_size = {batch!r}: every sub-env steps at every rollout step, so it "
+                          f"must be 0 or env.num_envs ({num_envs}); EnvPool's async mode is not supported")
+
+
+def _make_envpool_vec(cfg: EnvConfig, num_envs: int, seed: int | None = None) -> gym.vector.VectorEnv:
     """EnvPool's C++ vector env of ``cfg.id`` (``envpool.make_gymnasium``), stepping in a thread pool.
 
     EnvPool autoresets NEXT_STEP: :class:`GymVecEnv` keeps its dummy steps out of the rollout.
     ``env.kwargs`` go to ``make_gymnasium`` as they are, and ``env.max_episode_steps`` as its
-    ``max_episode_steps``. Sub-env i is seeded ``seed + i`` at reset, as for the other backends.
-    The pool runs one thread unless ``env.kwargs.num_threads`` says otherwise (EnvPool's default is
-    one per core): CartPole-v1 with 16 envs trained about twice as fast that way on 2 cores, where the
-    training process's own thread needs one of them.
+    ``max_episode_steps``. EnvPool seeds its sub-envs when it builds the pool (sub-env i gets
+    ``seed + i``; EnvPool's own default seed where ``seed`` is None) and ignores ``reset(seed=...)``,
+    so :meth:`GymVecEnv.reset` rebuilds the pool with the seed it is given (0.5 ms for CartPole,
+    30 ms for HalfCheetah). The pool runs one thread unless ``env.kwargs.num_threads`` says otherwise
+    (EnvPool's default is one per core): CartPole-v1 with 16 envs trained about twice as fast that
+    way on 2 cores, where the training process's own thread needs one of them.
 
     Raises:
-        ConfigError: no envpool (naming the pip command), an id EnvPool does not have, or kwargs
-            it refuses (one line).
+        ConfigError: no envpool (naming the pip command), an id EnvPool does not have, pool
+            options it would abort on (:func:`_check_envpool_options`), or kwargs it refuses (one line).
     """
     try:
         envpool = envpool_registration(cfg.id)  # only the classic-control family for its ids (shell/envpool_loader.py)
@@ -348,13 +374,20 @@ def _make_envpool_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         raise ConfigError("env.backend = 'envpool' needs the envpool package; run: "
                           'pip install -e ".[envpool]"') from None
     if cfg.id not in envpool.list_all_envs():
-        raise ConfigError(f"env.backend = 'envpool' has no env {cfg.id!r}; use env.backend = 'gymnasium' (EnvPool "
-                          "names its Atari games without 'ALE/', e.g. 'Pong-v5')")
+        raise ConfigError(f"env.backend = 'envpool' has no env {cfg.id!r} (EnvPool names its Atari games without "
+                          "'ALE/', e.g. 'Pong-v5'); for other ids use env.backend = 'gymnasium'")
+    _check_envpool_options(cfg.kwargs, num_envs)
     kwargs: dict[str, Any] = {"num_threads": 1, **cfg.kwargs}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
+    if seed is not None:
+        kwargs["seed"] = seed
     try:
-        return envpool.make_gymnasium(cfg.id, num_envs=num_envs, **kwargs)
+        with warnings.catch_warnings():  # EnvPool's float64 space bounds, cast to float32 by gymnasium's Box
+            warnings.filterwarnings("ignore", message=r".*Box (low|high)'s precision lowered", category=UserWarning)
+            env = envpool.make_gymnasium(cfg.id, num_envs=num_envs, **kwargs)
+            env.single_observation_space, env.single_action_space  # noqa: B018 - built (and cached) on first use
+            return env
     except Exception as exc:
         raise _backend_error(cfg, exc) from None
 
@@ -448,6 +481,7 @@ class GymVecEnv:
                  wrappers: list | None = None, vector_env: gym.vector.VectorEnv | None = None,
                  factory: Callable[[], gym.Env] | None = None):
         self._id = cfg.id if vector_env is None and factory is None else None  # for messages
+        self._reseed: Callable[[int], gym.vector.VectorEnv] | None = None
         if vector_env is not None:
             mode = autoreset_mode(vector_env)
             num_envs = vector_env.num_envs
@@ -456,6 +490,8 @@ class GymVecEnv:
         elif cfg.backend in CPP_BACKENDS:  # ale-py's runs SAME_STEP, EnvPool's NEXT_STEP: their metadata says
             vector_env = CPP_BACKENDS[cfg.backend](cfg, num_envs)
             mode = autoreset_mode(vector_env)
+            if cfg.backend == "envpool":  # seeded when built, reset(seed=...) ignored: reset rebuilds it
+                self._reseed = lambda seed: _make_envpool_vec(cfg, num_envs, seed)
         else:
             vector_env, mode = _make_vec(cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
         self.next_step = mode == AutoresetMode.NEXT_STEP
@@ -497,6 +533,10 @@ class GymVecEnv:
         Raises:
             TrainingError: the env raised (one line naming it and the error).
         """
+        if seed is not None and self._reseed is not None:  # EnvPool: a new pool seeded seed + i
+            self.env.close()
+            self.env = gym.wrappers.vector.RecordEpisodeStatistics(self._reseed(seed))
+            seed = None
         try:
             obs, info = self.env.reset(seed=seed)
         except Exception as exc:  # as in step: an env that raises ends training with exit 1

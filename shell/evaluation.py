@@ -51,6 +51,30 @@ def eval_episode_cap(env_cfg: EnvConfig, run_cap: int | None, registered: int | 
     return run_cap or env_cfg.max_episode_steps or registered or DEFAULT_EVAL_MAX_EPISODE_STEPS
 
 
+def eval_env_config(env_cfg: EnvConfig) -> EnvConfig:
+    """The env config evaluations run on: gymnasium's env of the same id, whatever the training
+    backend (EnvPool's pool options dropped), where a lost life does not end an episode (returns
+    are whole games)."""
+    kwargs = env_cfg.kwargs
+    if env_cfg.backend == "envpool":  # the pool's own options are not the env's
+        kwargs = {k: v for k, v in kwargs.items() if k not in ENVPOOL_OPTIONS}
+    return attrs.evolve(env_cfg, backend="gymnasium", terminal_on_life_loss=False, kwargs=kwargs)
+
+
+def check_eval_env(env_cfg: EnvConfig, device: torch.device) -> None:
+    """Build and close one evaluation env, so that a run on another backend whose gymnasium env
+    cannot be built (an id gymnasium lacks, a missing extra) stops before training, not after.
+
+    Raises:
+        ConfigError: one line naming the problem and why gymnasium's env is needed.
+    """
+    try:
+        make_env(eval_env_config(env_cfg), device, num_envs=1).close()
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; runs on env.backend = {env_cfg.backend!r} are evaluated on gymnasium's env of "
+                          "the same id (or set run.eval_episodes = 0)") from None
+
+
 def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: int, device: torch.device,
              render_mode: str | None = None, wrappers: list | None = None, stop: StopRequest | None = None,
              max_episode_steps: int | None = None, on_step: Callable[[], None] | None = None,
@@ -76,12 +100,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     """
     if episodes <= 0:
         return EvalResult([], 0, 0)
-    # Runs of another backend are evaluated on gymnasium's env of the same id; a lost life does
-    # not end an evaluation episode (returns are whole games).
-    kwargs = env_cfg.kwargs
-    if env_cfg.backend == "envpool":  # the pool's own options are not the env's
-        kwargs = {k: v for k, v in kwargs.items() if k not in ENVPOOL_OPTIONS}
-    env_cfg = attrs.evolve(env_cfg, backend="gymnasium", terminal_on_life_loss=False, kwargs=kwargs)
+    env_cfg = eval_env_config(env_cfg)
     env = make_env(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers, source=source)
     cap = eval_episode_cap(env_cfg, max_episode_steps, env.max_episode_steps)
     returns: list[float | None] = [None] * episodes

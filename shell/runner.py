@@ -26,7 +26,7 @@ from shell.config import Config, dump_toml
 from shell.distributed import Dist
 from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
-from shell.evaluation import EvalResult, eval_fields, evaluate
+from shell.evaluation import EvalResult, check_eval_env, eval_fields, evaluate
 from shell.faults import kill_point
 from shell.logs import CSV_FIELDS, RunLogs
 from shell.normalization import RewardScaler
@@ -128,6 +128,13 @@ class Trainer:
         self.progress = progress
         self.stopped_early = False
         self.env = make_env(config.env, self.device, source=env_source)
+        if (config.env.backend != "gymnasium" and env_source is None and eval_source is None
+                and config.run.eval_episodes and self.dist.is_main):
+            try:
+                check_eval_env(config.env, self.device)  # fail now, not after training
+            except ConfigError:
+                self.env.close()
+                raise
         with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
             torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
             agent = ActorCritic(self.env.observation_space, self.env.action_space, config.policy,

@@ -100,3 +100,62 @@ def test_an_id_envpool_lacks_and_atari_are_refused(standin):
         make_env(counting_config(id="ALE/Pong-v5").env, torch.device("cpu"))
     with pytest.raises(ConfigError, match=r"env.atari runs on env.backend = 'ale' or 'gymnasium', not 'envpool'"):
         counting_config(atari=True)
+
+
+def test_the_pool_is_seeded_from_the_reset_seed(standin):
+    """EnvPool seeds sub-env i with seed + i when it builds the pool and ignores reset(seed=...):
+    the backend rebuilds the pool at reset, so run.seed (and the rank offset) seed it."""
+    import warnings
+
+    from shell.envs import make_env
+
+    cfg = counting_config(id="CartPole-v1", num_envs=3).env
+    first, again, other = (make_env(cfg, torch.device("cpu")) for _ in range(3))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="EnvPool seeds are fixed")
+        obs5 = first.reset(seed=5)
+        assert torch.equal(obs5, again.reset(seed=5))  # the same seed, the same initial states
+        obs6 = other.reset(seed=6)
+    assert torch.equal(obs6[:-1], obs5[1:])  # sub-env i of seed 6 is sub-env i + 1 of seed 5
+    assert not torch.equal(obs6, obs5)
+    assert torch.equal(first.reset(seed=6), obs6)  # a reset with a new seed rebuilds the pool
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"num_threads": -1}, r"env.kwargs.num_threads = -1: EnvPool needs an int >= 0"),
+    ({"thread_affinity_offset": "x"}, r"env.kwargs.thread_affinity_offset = 'x': EnvPool needs an int >= -1"),
+    ({"batch_size": 2}, r"env.kwargs.batch_size = 2: every sub-env steps .* must be 0 or env.num_envs \(3\)"),
+    ({"seed": 5}, r"env.kwargs.seed: the envpool backend seeds its pool from run.seed"),
+])
+def test_pool_options_envpool_would_abort_on_are_refused(standin, kwargs, message):
+    from shell.envs import make_env
+
+    with pytest.raises(ConfigError, match=message):
+        make_env(counting_config(kwargs=kwargs).env, torch.device("cpu"))
+
+
+def test_an_eval_env_gymnasium_cannot_build_stops_the_run_before_training(standin, tmp_path, monkeypatch):
+    """Runs on EnvPool are evaluated on gymnasium's env of the same id: if that cannot be built (a
+    missing extra), the run stops at start-up with one line, not after training."""
+    import attrs
+
+    import shell.evaluation
+
+    real_make_env = shell.evaluation.make_env
+
+    def make_env(cfg, device, num_envs=None, **kwargs):
+        if cfg.backend == "gymnasium":
+            raise ConfigError('env needs a missing optional dependency; run: pip install -e ".[mujoco]"')
+        return real_make_env(cfg, device, num_envs, **kwargs)
+
+    monkeypatch.setattr(shell.evaluation, "make_env", make_env)
+    config = counting_config()
+    config = attrs.evolve(config, run=attrs.evolve(config.run, eval_episodes=2))
+    with pytest.raises(ConfigError, match=r"pip install -e \"\.\[mujoco\]\"; runs on env.backend = 'envpool' are "
+                       r"evaluated on gymnasium's env of the same id \(or set run.eval_episodes = 0\)"):
+        Trainer(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ConfigError, match="needs a missing optional dependency"):
+        shell.evaluation.check_eval_env(config.env, torch.device("cpu"))
+    config = attrs.evolve(config, run=attrs.evolve(config.run, eval_episodes=0))  # no evaluation, no check
+    Trainer(config, tmp_path / "run0").env.close()
