@@ -71,8 +71,8 @@ def check_eval_env(env_cfg: EnvConfig, device: torch.device) -> None:
     try:
         make_env(eval_env_config(env_cfg), device, num_envs=1).close()
     except ConfigError as exc:
-        raise ConfigError(f"{exc}; runs on env.backend = {env_cfg.backend!r} are evaluated on gymnasium's env of "
-                          "the same id (or set run.eval_episodes = 0)") from None
+        raise ConfigError(f"{str(exc).rstrip('.')}; runs on env.backend = {env_cfg.backend!r} are evaluated on "
+                          "gymnasium's env of the same id (or set run.eval_episodes = 0)") from None
 
 
 def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: int, device: torch.device,
