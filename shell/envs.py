@@ -327,7 +327,8 @@ def _make_ale_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         raise _backend_error(cfg, exc) from None
 
 
-# env.kwargs that configure EnvPool's pool rather than the env (dropped for the gymnasium evaluation env)
+# env.kwargs that configure EnvPool's pool rather than the env (dropped for the gymnasium evaluation env;
+# "seed" is refused for training now, but configs saved before that may carry it)
 ENVPOOL_OPTIONS = ("num_threads", "batch_size", "thread_affinity_offset", "seed")
 
 
