@@ -2,8 +2,8 @@
 
 ``import envpool`` (1.2.5) registers every family EnvPool ships before it returns: Atari, MuJoCo,
 MyoSuite, Procgen, Jumanji (whose renderer imports ``matplotlib.pyplot``) and more. That took
-0.7-1.3 s here, a third of a whole CartPole-v1 run on the envpool backend then, for one family of
-five classic-control envs whose own registration and C++ module load, with a pool built, in about
+0.7-1.3 s here, 15-25% of a whole CartPole-v1 run on the envpool backend as it was (4.7-5.2 s),
+for one family of five classic-control envs whose own registration and C++ module load, with a pool built, in about
 0.04 s (bench/BENCHMARKS.md, "EnvPool backend").
 
 :func:`envpool_registration` loads EnvPool's ``registration`` module (``make_gymnasium`` and
