@@ -21,8 +21,8 @@ import attrs
 import tomllib
 
 from shell.errors import ConfigError
+from shell.installation import CONFIG_DIR
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 TUNE_SECTION = "tune"  # read by ``main.py tune`` (shell/tune.py); training ignores it
 
 
@@ -343,11 +343,17 @@ def config_from_saved(data: dict[str, dict[str, Any]], **run: Any) -> Config:
     return config_from_dict(sections)
 
 
+def shipped_configs() -> list[str]:
+    """The names of the configs shipped with the package (``ppo-core configs`` lists them)."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+
+
 def resolve_config_path(name: str) -> Path:
-    """Find ``name`` as given, then in the project's configs/ folder; ``.toml`` may be left out.
+    """Find ``name`` as given (relative to the current folder), then among the shipped configs (package
+    data, so from any folder and any install); ``.toml`` may be left out. A path the user gives wins.
 
     Raises:
-        ConfigError: if no such file exists.
+        ConfigError: if no such file exists (the message points to ``ppo-core configs``).
     """
     candidates = [Path(name), CONFIG_DIR / name]
     if not name.endswith(".toml"):
@@ -355,8 +361,10 @@ def resolve_config_path(name: str) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    known = sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
-    raise ConfigError(f"config file {name!r} not found (looked in . and {CONFIG_DIR}); shipped configs: {known}")
+    close = difflib.get_close_matches(Path(name).stem, shipped_configs(), n=1, cutoff=0.7)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ConfigError(f"config file {name!r} not found here or among the shipped configs; {hint}"
+                      "list them with: ppo-core configs")
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from shell.actions import box_action_layout, to_env_action
 from shell.config import EnvConfig
 from shell.envpool_loader import envpool_registration
 from shell.errors import ConfigError, TrainingError
+from shell.installation import install_hint
 from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
 
 EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video", "ale_py": "atari", "minigrid": "minigrid",
@@ -113,8 +114,7 @@ def _import_env_package(env_id: str) -> None:
             try:
                 package = importlib.import_module(module)
             except ImportError:
-                raise ConfigError(f"env {env_id!r} needs the {module} package; run: "
-                                  f'pip install -e ".[{extra}]"') from None
+                raise ConfigError(f"env {env_id!r} needs the {module} package; run: {install_hint(extra)}") from None
             if module == "ale_py":
                 gym.register_envs(package)
 
@@ -247,7 +247,7 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
         raise
     except gym.error.DependencyNotInstalled as exc:
         extra = next((e for k, e in EXTRAS.items() if k in str(exc).lower()), None)
-        hint = f'pip install -e ".[{extra}]"' if extra else "install the package it names"
+        hint = install_hint(extra) if extra else "install the package it names"
         raise ConfigError(f"env {cfg.id!r} needs a missing optional dependency; run: {hint}") from None
     except Exception as exc:  # an env that cannot be built from this config: bad id, kwarg, or an assert inside it
         msg = str(exc).splitlines()[0] if str(exc) else ""
@@ -373,7 +373,7 @@ def _make_envpool_vec(cfg: EnvConfig, num_envs: int, seed: int | None = None) ->
         envpool = envpool_registration(cfg.id)  # only the classic-control family for its ids (shell/envpool_loader.py)
     except ImportError:
         raise ConfigError("env.backend = 'envpool' needs the envpool package; run: "
-                          'pip install -e ".[envpool]"') from None
+                          f"{install_hint('envpool')}") from None
     if cfg.id not in envpool.list_all_envs():
         raise ConfigError(f"env.backend = 'envpool' has no env {cfg.id!r} (EnvPool names its Atari games without "
                           "'ALE/', e.g. 'Pong-v5'); for other ids use env.backend = 'gymnasium'")

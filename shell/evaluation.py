@@ -19,6 +19,7 @@ from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import Config, EnvConfig, config_from_saved
 from shell.envs import ENVPOOL_OPTIONS, make_env
 from shell.errors import ConfigError
+from shell.installation import install_hint
 from shell.observations import obs_layout, to_tensor
 from shell.stop import StopRequest
 
@@ -134,7 +135,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                 obs = step.obs
     except gym.error.DependencyNotInstalled as exc:
         raise ConfigError(f"rendering {env_cfg.id} needs a missing package ({exc}); "
-                          'run: pip install -e ".[video]"') from None
+                          f"run: {install_hint('video')}") from None
     finally:
         env.close()
     return EvalResult(returns, truncated, cap)
@@ -217,7 +218,7 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
         try:
             import moviepy  # noqa: F401 - RecordVideo needs it
         except ImportError:
-            raise ConfigError('--video needs moviepy; run: pip install -e ".[video]"') from None
+            raise ConfigError(f"--video needs moviepy; run: {install_hint('video')}") from None
     agent, config, state = load_agent(path, device)
     dev = next(agent.parameters()).device
     cap = config.run.eval_max_episode_steps

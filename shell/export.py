@@ -56,6 +56,7 @@ from torch import nn
 from shell.checkpoint import load_checkpoint
 from shell.errors import ConfigError, ExportError
 from shell.evaluation import Policy, load_policy, resolve_checkpoint
+from shell.installation import install_hint
 from shell.observations import ObsLayout, ObsPart, obs_layout
 
 FORMATS = ("onnx", "pt2")
@@ -209,7 +210,7 @@ def _require_onnx() -> None:
         except ImportError:
             missing.append(name)
     if missing:
-        raise ConfigError(f"--format onnx needs {', '.join(missing)}; run: pip install -e \".[export]\"")
+        raise ConfigError(f"--format onnx needs {', '.join(missing)}; run: {install_hint('export')}")
 
 
 def _example(module: DeterministicPolicy, observation_space: gym.Space) -> tuple[torch.Tensor, ...]:

@@ -7,7 +7,6 @@ import math
 import platform
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from shell.envs import make_env
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import EvalResult, check_eval_env, eval_fields, evaluate
 from shell.faults import kill_point
+from shell.installation import git_state, package_version
 from shell.logs import CSV_FIELDS, RunLogs
 from shell.normalization import RewardScaler
 from shell.observations import map_obs
@@ -75,18 +75,12 @@ def prepare_run_dir(run_dir: Path | None, config: Config) -> Path:
     return path
 
 
-def library_versions() -> dict[str, str | None]:
-    """Versions of Python, torch, gymnasium and numpy, and this project's git commit if it has one."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                timeout=5).stdout.strip() or None
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                    capture_output=True, text=True, timeout=5).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        commit, dirty = None, False
+def library_versions() -> dict[str, str | bool | None]:
+    """Versions of Python, torch, gymnasium, numpy and this package (``ppo_core``: the installed
+    distribution's version), plus the git commit and dirty flag when the code runs from a checkout."""
+    commit, dirty = git_state()
     return {"python": platform.python_version(), "torch": torch.__version__, "gymnasium": gymnasium.__version__,
-            "numpy": np.__version__, "git_commit": commit, "git_dirty": dirty if commit else None}
+            "numpy": np.__version__, "ppo_core": package_version(), "git_commit": commit, "git_dirty": dirty}
 
 
 class Trainer:

@@ -12,7 +12,8 @@ Optuna as intermediate values, the mean over the seeds so far, so its pruner (me
 or Hyperband) can stop a poor trial early.
 
 Processes. The ``tune`` command validates everything, creates or loads the study, then starts
-``--jobs`` worker processes (``main.py tune-worker``, which reads its settings as JSON on stdin)
+``--jobs`` worker processes (``python -m shell tune-worker`` with this interpreter; it reads its settings
+as JSON on stdin)
 and waits for them. Workers are processes, not threads: PPO in one process does not gain from
 threads, and each trial sets torch's global seed and thread count. They are started with
 ``subprocess`` (fork and exec), not forked copies of the parent, so no torch state crosses a fork;
@@ -82,9 +83,9 @@ from shell.config import (
 )
 from shell.errors import ConfigError, TrainingError
 from shell.files import atomic_write
+from shell.installation import install_hint, source_checkout
 from shell.stop import StopRequest, exit_code
 
-ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("log_uniform", "uniform", "int", "choice")
 PRUNERS = ("median", "hyperband", "none")
 DEFAULT_EVALS = 4
@@ -402,7 +403,7 @@ def _optuna():
     try:
         import optuna
     except ImportError:
-        raise ConfigError("main.py tune needs Optuna; run: pip install -e \".[tune]\"") from None
+        raise ConfigError(f"tune needs Optuna; run: {install_hint('tune')}") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
@@ -510,7 +511,7 @@ def load_study(settings: Settings, heartbeat: bool = False) -> Any:
         raise ConfigError(f"study {settings.study!r} in {masked(settings.storage)}: {exc}") from None
     if study.direction != optuna.study.StudyDirection.MAXIMIZE:
         raise ConfigError(f"study {settings.study!r} in {masked(settings.storage)} minimises; "
-                          "main.py tune maximises the eval return: pick another --study")
+                          "tune maximises the eval return: pick another --study")
     identity = json.loads(json.dumps(settings.identity()))
     saved = study.user_attrs.get("ppo_core_tune")
     if saved is None:
@@ -602,8 +603,8 @@ def _run_workers(settings: Settings, jobs: int, stop: StopRequest) -> list[str]:
             with open(log_path, "a") as log:
                 # the worker's stdout (one line per trial) is our stderr; its stderr (progress bars,
                 # warnings, tracebacks) goes to its log
-                proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "tune-worker"], stdin=subprocess.PIPE,
-                                        stdout=_stderr_fd(), stderr=log, text=True)
+                proc = subprocess.Popen([sys.executable, "-m", "shell", "tune-worker"], stdin=subprocess.PIPE,
+                                        stdout=_stderr_fd(), stderr=log, text=True, env=_worker_environment())
             procs.append((proc, log_path))
             try:
                 proc.stdin.write(settings.to_json())
@@ -633,6 +634,17 @@ def _run_workers(settings: Settings, jobs: int, stop: StopRequest) -> list[str]:
         last = _last_line(log_path)
         failures.append(f"a tune worker failed ({why}){': ' + last if last else ''}; log: {log_path}")
     return failures
+
+
+def _worker_environment() -> dict[str, str]:
+    """The environment of a worker (``python -m shell tune-worker``): ours, plus, when this package runs
+    from a source checkout that may not be installed, that checkout first on PYTHONPATH, so the worker
+    imports the same code from any folder. An installed package needs nothing."""
+    env = dict(os.environ)
+    root = source_checkout()
+    if root is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
+    return env
 
 
 def _stderr_fd() -> int | None:
@@ -975,7 +987,7 @@ def write_outputs(study: Any, settings: Settings) -> dict[str, Any]:
         config = trial_config(settings, params)
         header = (f"# Best config of study {settings.study!r}: trial {best.number}, mean final deterministic eval "
                   f"{best.value:.3f} over seeds {settings.seeds}\n# (per seed: {best.user_attrs.get('evals')}) at "
-                  f"{config.run.total_timesteps} steps each. Run it with: python main.py --config <this file>\n"
+                  f"{config.run.total_timesteps} steps each. Run it with: ppo-core --config <this file>\n"
                   "# Tuned keys: " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in params.items()) + "\n\n")
         atomic_write(directory / "best.toml", lambda f: f.write((header + dump_toml(config)).encode()))
         result.update(best_trial=best.number, best_value=best.value, best_params=params,

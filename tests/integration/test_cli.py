@@ -86,3 +86,45 @@ def test_every_shipped_config_loads(name):
     assert config.run.total_timesteps >= config.batch_size
     if name == "lunarlander-continuous":
         assert config.env.kwargs == {"continuous": True} and config.ppo.ent_coef == 0.01
+
+
+def test_the_shipped_configs_are_the_repository_configs_and_listed(main):
+    from shell.installation import CONFIG_DIR as PACKAGE_CONFIGS
+
+    from .conftest import ROOT
+
+    assert sorted(p.name for p in PACKAGE_CONFIGS.glob("*.toml")) == sorted(
+        p.name for p in (ROOT / "configs").glob("*.toml"))
+    proc = main("configs")
+    assert proc.returncode == 0
+    names = [line for line in proc.stdout.splitlines() if not line.startswith("#")]
+    assert names == sorted(p.stem for p in (ROOT / "configs").glob("*.toml"))
+
+
+def test_a_config_not_found_is_a_short_line_that_says_how_to_list_them(main, tmp_path):
+    proc = main("--config", "cartpol", "--run-dir", str(tmp_path / "r"))
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and len(last) <= 200, last
+    assert "did you mean 'cartpole'" in last and last.endswith("list them with: ppo-core configs")
+
+
+def test_a_path_given_wins_over_a_shipped_config(main, tmp_path):
+    (tmp_path / "cartpole.toml").write_text('[env]\nid = "CartPole-v1"\nnum_envs = 2\n[ppo]\nnum_steps = 8\n'
+                                            'num_minibatches = 1\nupdate_epochs = 1\n[run]\ntotal_timesteps = 16\n'
+                                            'eval_episodes = 1\n')
+    proc = main("--config", "cartpole", "--run-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["env_steps"] == 16
+
+
+def test_versions_json_names_the_package_version_and_the_checkout_commit(main, tmp_path):
+    from shell.installation import git_state, package_version
+
+    proc = main("--config", "cartpole", "--total-timesteps", "64", "--set", "env.num_envs=2",
+                "--set", "ppo.num_steps=32", "--set", "ppo.num_minibatches=1", "--set", "run.eval_episodes=1",
+                "--run-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    versions = json.loads((tmp_path / "r" / "versions.json").read_text())
+    assert versions["ppo_core"] == package_version()
+    commit, dirty = git_state()
+    assert versions["git_commit"] == commit and versions["git_dirty"] == dirty

@@ -1,0 +1,263 @@
+"""The command line: ``ppo-core``, ``python -m shell`` and ``python main.py`` all run :func:`main`.
+
+    ppo-core --config pendulum [--seed N] [--total-timesteps N] [--device D]
+             [--run-dir DIR] [--set section.key=value ...]
+    ppo-core --resume RUN_DIR [--total-timesteps N] [--device D]
+    ppo-core eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--video] [--device D]
+    ppo-core plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
+    ppo-core export RUN_DIR_OR_CHECKPOINT [--format onnx|pt2] [--out FILE]
+    ppo-core tune --config acrobot --trials N [--jobs K] [--seeds S ...] [--total-timesteps T]
+                  [--set section.key=value ...] [--study-dir DIR] [--storage URL] [--study NAME]
+                  [--space FILE] [--pruner median|hyperband|none] [--heartbeat SECONDS]
+    ppo-core configs                      # the shipped configs, one per line
+
+Progress goes to stderr; the last stdout line is one JSON object. Exit codes: 0 success,
+1 failure during training (or an export that failed its check), 2 bad input at start-up,
+130/143 after SIGINT/SIGTERM. This module owns the process: signal handlers, the torch thread
+count, exit codes and ``os._exit``; the library below it leaves all of those to its caller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from shell.errors import ConfigError, ExportError, TrainingError
+from shell.stop import Interrupted, StopRequest, exit_code
+
+
+class ForcedStop(BaseException):
+    """A second SIGINT/SIGTERM: stop at once, without the checkpoint the first one asked for."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def install_signal_handlers(stop: StopRequest, second_forces: bool = True) -> None:
+    """SIGINT/SIGTERM ask ``stop`` to end the run (the runner saves and exits 130/143 at its next poll,
+    within about a second); a second one raises :class:`ForcedStop` wherever the program is, so it is
+    never swallowed. Checkpoint writes are atomic, so stopping in the middle of one loses nothing.
+
+    With ``second_forces=False`` (a tune worker, which gets a terminal's Ctrl-C and the one its parent
+    forwards) later signals are ignored; the parent kills its workers on a second Ctrl-C."""
+
+    def handle(signum: int, _frame: object) -> None:
+        if stop.requested:
+            if second_forces:
+                raise ForcedStop(signum)
+            return
+        stop.request(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handle)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as for every other bad input
+        raise ConfigError(f"{self.prog}: {message}")
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def program_name() -> str:
+    """How the user called the CLI, for its messages: ``main.py``, ``python -m shell`` or ``ppo-core``."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if name == "__main__.py":
+        return "python -m shell"
+    return "main.py" if name == "main.py" else "ppo-core"
+
+
+def train_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=program_name(),
+                     description="Train PPO on a gymnasium env (see also: eval, plot, export, tune, configs).")
+    parser.add_argument("--config", help="config file; also looked up in configs/ ('.toml' optional)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    parser.add_argument("--seed", type=_int_at_least(0), help="run.seed")
+    parser.add_argument("--total-timesteps", type=_int_at_least(1), help="run.total_timesteps (global env steps)")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), help="run.device")
+    parser.add_argument("--run-dir", help="output folder (default runs/<env>__s<seed>__<time>); must be new or empty")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a config value (parsed as TOML, else a string); repeatable")
+    return parser
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"{program_name()} eval", description="Evaluate the deterministic policy of a checkpoint.")
+    parser.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
+    parser.add_argument("--episodes", type=_int_at_least(1), default=20)
+    parser.add_argument("--video", action="store_true", help="also record an mp4 (needs the video extra)")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    return parser
+
+
+def plot_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"{program_name()} plot", description="Plot episodic return against env steps.")
+    parser.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    parser.add_argument("--out", help="PNG file (default: learning_curve.png in the first run dir)")
+    return parser
+
+
+def export_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"{program_name()} export",
+                     description="Export the deterministic policy of a checkpoint as one "
+                     "file (raw observations in, env actions out), checked against the checkpoint's policy.")
+    parser.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
+    parser.add_argument("--format", choices=("onnx", "pt2"), default="onnx",
+                        help="onnx (needs the export extra) or pt2 (torch.export); default onnx")
+    parser.add_argument("--out", help="file to write (default: beside the checkpoint, ckpt_<steps>.onnx or .pt2)")
+    return parser
+
+
+def tune_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"{program_name()} tune",
+                     description="Search hyperparameters with Optuna: train each sampled "
+                     "config on --seeds, score it by the mean final deterministic eval return.")
+    parser.add_argument("--config", required=True, help="base config; its [tune.space] table (if any) is the space")
+    parser.add_argument("--trials", type=_int_at_least(1), required=True,
+                        help="the study's total of completed and pruned trials (a rerun continues up to it)")
+    parser.add_argument("--jobs", type=_int_at_least(1), default=1, help="worker processes sharing the study")
+    parser.add_argument("--seeds", type=_int_at_least(0), nargs="+",
+                        help="seeds each trial trains on (default: the config's [tune] seeds, else 0 1 2)")
+    parser.add_argument("--total-timesteps", type=_int_at_least(1), help="run.total_timesteps of every trial")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a config value for every trial (the key is then not tuned); repeatable")
+    parser.add_argument("--study-dir", help="outputs and trial runs (default: a new runs/tune_<config>__<time>); "
+                        "rerun with the same folder to continue the study")
+    parser.add_argument("--storage", help="SQLAlchemy URL of the study database (default: sqlite in the study "
+                        "dir); a PostgreSQL or MySQL URL lets several machines share the study")
+    parser.add_argument("--study", help="study name in the storage (default: the config's name)")
+    parser.add_argument("--space", help="a TOML file whose [tune.space] replaces the config's (or the default) space")
+    parser.add_argument("--pruner", choices=("median", "hyperband", "none"),
+                        help="Optuna pruner (default: [tune] pruner, else median)")
+    parser.add_argument("--heartbeat", type=_int_at_least(1), default=10,
+                        help="seconds between a trial's heartbeats; a trial silent for 3 of them is failed and "
+                             "retried once (default 10)")
+    return parser
+
+
+def run(argv: list[str], stop: StopRequest) -> int:
+    if argv[:1] == ["tune-worker"]:  # started by `main.py tune`, its settings as JSON on stdin
+        from shell.tune import run_worker
+
+        return run_worker(sys.stdin.read(), stop)
+    if argv[:1] == ["configs"]:  # not JSON: a list for people (a config name per line)
+        from shell.config import CONFIG_DIR, shipped_configs
+
+        print(f"# shipped configs, in {CONFIG_DIR}; use one with --config NAME", flush=True)
+        print("\n".join(shipped_configs()), flush=True)
+        return 0
+    if argv[:1] == ["tune"]:
+        args = tune_parser().parse_args(argv[1:])
+        from shell.tune import tune
+
+        result = tune(args.config, args.trials, stop, jobs=args.jobs, seeds=args.seeds,
+                      total_timesteps=args.total_timesteps, overrides=args.overrides, study_dir=args.study_dir,
+                      storage=args.storage, study=args.study, space=args.space, pruner=args.pruner,
+                      heartbeat=args.heartbeat)
+    elif argv[:1] == ["eval"]:
+        args = eval_parser().parse_args(argv[1:])
+        import torch
+
+        torch.set_num_threads(1)  # as run.torch_threads' default: small policies are fastest on one thread
+        from shell.evaluation import eval_checkpoint
+
+        result = eval_checkpoint(args.target, args.episodes, args.video, args.device, stop)
+    elif argv[:1] == ["export"]:
+        args = export_parser().parse_args(argv[1:])
+        import torch
+
+        torch.set_num_threads(1)
+        from shell.export import export_policy, export_summary
+
+        result = export_summary(export_policy(args.target, args.format, args.out))
+    elif argv[:1] == ["plot"]:
+        args = plot_parser().parse_args(argv[1:])
+        from shell.plotting import plot_runs
+
+        result = {"plot": str(plot_runs(args.run_dirs, args.out))}
+        if stop.requested:  # a signal during the (short) drawing: the file is written, the exit code says so
+            result.update(interrupted=True, exit_code=exit_code(stop.signum))
+    else:
+        args = train_parser().parse_args(argv)
+        import torch
+
+        from shell import api
+        from shell.config import load_config
+        from shell.distributed import init_distributed, shutdown
+
+        if args.resume:
+            clashes = [f for f, v in (("--config", args.config), ("--seed", args.seed), ("--run-dir", args.run_dir),
+                                      ("--set", args.overrides)) if v]
+            if clashes:
+                raise ConfigError(f"--resume continues a run with its saved config; drop {', '.join(clashes)}")
+            saved = Path(args.resume) / "config.toml"
+            threads = load_config(str(saved)).run.torch_threads if saved.is_file() else 1
+        elif args.config is None:
+            raise ConfigError(f"{program_name()}: --config is required (e.g. --config pendulum), or --resume RUN_DIR; "
+                              f"list the shipped configs with: {program_name()} configs")
+        else:
+            config = load_config(args.config, args.overrides, seed=args.seed,
+                                 total_timesteps=args.total_timesteps, device=args.device)
+            threads = config.run.torch_threads
+        torch.set_num_threads(threads)  # the CLI's choice; the library leaves global settings to its caller
+        dist, _ = init_distributed(args.device or ("auto" if args.resume else config.run.device))
+        try:
+            if args.resume:
+                result = api.resume(args.resume, args.total_timesteps, device=args.device, dist=dist, stop=stop).summary
+            else:
+                result = api.train(config, run_dir=args.run_dir, dist=dist, stop=stop).summary
+        finally:
+            shutdown()
+        if not dist.is_main:
+            return result.get("exit_code", 0)
+    print(json.dumps(result), flush=True)
+    return result.get("exit_code", 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    stop = StopRequest()
+    install_signal_handlers(stop, second_forces=argv[:1] != ["tune-worker"])
+    try:
+        return run(argv, stop)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (TrainingError, ExportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Interrupted as exc:  # outside a training run (eval, start-up): nothing to save
+        print(f"\ninterrupted by {signal.Signals(exc.signum).name}; nothing was written", file=sys.stderr)
+        return exit_code(exc.signum)
+    except (ForcedStop, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, ForcedStop) else signal.SIGINT
+        print(f"\nstopped at once by a second {signal.Signals(signum).name}; checkpoints already on disk are kept",
+              file=sys.stderr)
+        return exit_code(signum)
+
+
+def entry_point() -> None:
+    """Run :func:`main` and end the process with its exit code (``ppo-core``, ``python -m shell``, main.py).
+
+    Everything is written, closed and fsynced by then, so the interpreter's teardown is skipped: it
+    spends about 0.7 s garbage-collecting torch's and dynamo's modules (measured in bench/)."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
