@@ -2,12 +2,12 @@
 
 ``shell.train``, ``shell.resume``, ``shell.StopOnReward``, ``shell.TrainResult`` (shell/api.py) and
 ``shell.load_policy`` (shell/evaluation.py) are the entry points for your own programs.
-Importing it registers ``CartPoleNoVel-v1`` and ``PendulumNoVel-v1`` with gymnasium (shell/pomdp.py).
+Importing it registers ``CartPoleNoVel-v1`` and ``PendulumNoVel-v1`` with gymnasium (shell/envs/pomdp.py).
 """
 
 from typing import Any
 
-from shell.pomdp import register as _register_pomdp
+from shell.envs.pomdp import register as _register_pomdp
 
 _register_pomdp()
 

@@ -36,6 +36,7 @@ import gymnasium as gym
 from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import Config, apply_overrides, config_from_saved, load_config
 from shell.distributed import Dist
+from shell.envs import check_config as check_env_config
 from shell.errors import ConfigError
 from shell.evaluation import SOURCE_NAMES, Policy
 from shell.runner import Trainer, prepare_run_dir
@@ -176,6 +177,7 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
     explicit = {"seed": seed, "total_timesteps": total_timesteps, "device": device}
     config = _resolve_config(config, overrides, explicit)
     config, source, kind = _with_source(config, env)
+    check_env_config(config.env)  # the backend's own rules, before a run dir exists
     if any(getattr(cb, "needs_eval", False) for cb in callbacks) and not config.run.eval_every:
         raise ConfigError("StopOnReward judges the periodic eval_return; set run.eval_every (e.g. "
                           "overrides={'run.eval_every': 5})")
@@ -234,6 +236,7 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
     if env is not None:
         config, source, kind = _with_source(config, env)
         config = attrs.evolve(config, env=attrs.evolve(config.env, id=state["config"]["env"]["id"]))
+    check_env_config(config.env)
     eval_source = _eval_source(env, kind, eval_env, config)
     if dist is None or dist.is_main:
         for stale in path.parent.glob(".*.tmp"):

@@ -109,8 +109,7 @@ class EnvConfig:
     vectorization_mode: str = _field("sync", "Gymnasium vector env: 'sync' or 'async'.", _one_of("sync", "async"))
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs), 'torch' (batched tensor envs), 'ale' (ale-py's "
                           "C++ AtariVectorEnv running the Atari chain; needs env.atari) or 'envpool' (EnvPool's "
-                          "C++ thread pool; the envpool extra).",
-                          _one_of("gymnasium", "torch", "ale", "envpool"))
+                          "C++ thread pool; the envpool extra). Each backend checks its own keys (shell/envs/).")
     kwargs: dict[str, Any] = _field(attrs.Factory(dict), "Keyword arguments for gymnasium.make of each sub-env "
                                     "(a TOML table, e.g. { continuous = true }); a string naming an existing file "
                                     "or folder relative to the config file's folder (to the current folder for "
@@ -229,16 +228,6 @@ class Config:
     run: RunConfig = attrs.field(factory=RunConfig)
 
     def __attrs_post_init__(self) -> None:
-        if self.env.wrappers and self.env.backend != "gymnasium":
-            raise ConfigError(f"env.wrappers need env.backend = 'gymnasium', not {self.env.backend!r}")
-        if self.env.backend == "envpool" and self.env.atari:
-            raise ConfigError("env.atari runs on env.backend = 'ale' or 'gymnasium', not 'envpool'")
-        if self.env.backend == "ale":
-            if not self.env.atari:
-                raise ConfigError("env.backend = 'ale' runs the Atari chain and needs env.atari = true")
-            if self.env.max_episode_steps is not None:
-                raise ConfigError("env.max_episode_steps does not apply to env.backend = 'ale'; set "
-                                  "env.kwargs.max_num_frames_per_episode (emulator frames) instead")
         if self.run.eval_every and not self.run.eval_episodes:
             raise ConfigError(f"run.eval_every = {self.run.eval_every} needs run.eval_episodes >= 1")
         if self.policy.recurrent != "none":

@@ -12,3 +12,9 @@ class TrainingError(RuntimeError):
 class ExportError(RuntimeError):
     """An export that failed: the exporter refused the policy, or the written file does not act as the
     policy does (exit code 1)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message ("" for none), for one-line errors."""
+    text = str(exc)
+    return text.splitlines()[0] if text else ""

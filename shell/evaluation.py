@@ -17,7 +17,8 @@ import torch
 from shell.actions import to_env_action
 from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import Config, EnvConfig, config_from_saved
-from shell.envs import ENVPOOL_OPTIONS, make_env
+from shell.envs import eval_env_config as backend_eval_config
+from shell.envs import make_env
 from shell.errors import ConfigError
 from shell.installation import install_hint
 from shell.observations import obs_layout, to_tensor
@@ -53,27 +54,10 @@ def eval_episode_cap(env_cfg: EnvConfig, run_cap: int | None, registered: int | 
 
 
 def eval_env_config(env_cfg: EnvConfig) -> EnvConfig:
-    """The env config evaluations run on: gymnasium's env of the same id, whatever the training
-    backend (EnvPool's pool options dropped), where a lost life does not end an episode (returns
-    are whole games)."""
-    kwargs = env_cfg.kwargs
-    if env_cfg.backend == "envpool":  # the pool's own options are not the env's
-        kwargs = {k: v for k, v in kwargs.items() if k not in ENVPOOL_OPTIONS}
-    return attrs.evolve(env_cfg, backend="gymnasium", terminal_on_life_loss=False, kwargs=kwargs)
-
-
-def check_eval_env(env_cfg: EnvConfig, device: torch.device) -> None:
-    """Build and close one evaluation env, so that a run on another backend whose gymnasium env
-    cannot be built (an id gymnasium lacks, a missing extra) stops before training, not after.
-
-    Raises:
-        ConfigError: one line naming the problem and why gymnasium's env is needed.
-    """
-    try:
-        make_env(eval_env_config(env_cfg), device, num_envs=1).close()
-    except ConfigError as exc:
-        raise ConfigError(f"{str(exc).rstrip('.')}; runs on env.backend = {env_cfg.backend!r} are evaluated on "
-                          "gymnasium's env of the same id (or set run.eval_episodes = 0)") from None
+    """The env config evaluations run on: the one the training backend names
+    (:func:`shell.envs.eval_env_config`: gymnasium's env of the same id for every backend but
+    gymnasium), where a lost life does not end an episode (returns are whole games)."""
+    return attrs.evolve(backend_eval_config(env_cfg), terminal_on_life_loss=False)
 
 
 def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: int, device: torch.device,

@@ -23,9 +23,9 @@ import core
 from shell.checkpoint import save_checkpoint
 from shell.config import Config, dump_toml
 from shell.distributed import Dist
-from shell.envs import make_env
+from shell.envs import check_eval_env, make_env
 from shell.errors import ConfigError, TrainingError
-from shell.evaluation import EvalResult, check_eval_env, eval_fields, evaluate
+from shell.evaluation import EvalResult, eval_fields, evaluate
 from shell.faults import kill_point
 from shell.installation import git_state, package_version
 from shell.logs import CSV_FIELDS, RunLogs
@@ -122,10 +122,9 @@ class Trainer:
         self.progress = progress
         self.stopped_early = False
         self.env = make_env(config.env, self.device, source=env_source)
-        if (config.env.backend != "gymnasium" and env_source is None and eval_source is None
-                and config.run.eval_episodes and self.dist.is_main):
-            try:
-                check_eval_env(config.env, self.device)  # fail now, not after training
+        if env_source is None and eval_source is None and config.run.eval_episodes and self.dist.is_main:
+            try:  # a backend evaluated on another backend's env: build one now, to fail before training
+                check_eval_env(config.env, self.device)
             except ConfigError:
                 self.env.close()
                 raise

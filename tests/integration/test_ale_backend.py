@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from shell.config import config_from_dict
-from shell.envs import GymVecEnv, ale_vector_options, make_env
+from shell.envs import GymVecEnv, make_env
+from shell.envs.ale import ale_vector_options
 from shell.errors import ConfigError
 from shell.runner import Trainer
 
@@ -55,9 +56,11 @@ def test_what_the_vector_env_cannot_do_is_refused(change, message):
     ({"atari": False}, "env.backend = 'ale' runs the Atari chain and needs env.atari = true"),
     ({"max_episode_steps": 100}, "env.max_episode_steps does not apply to env.backend = 'ale'"),
 ])
-def test_config_refuses_what_the_backend_cannot_serve(env, message):
+def test_the_backend_refuses_what_it_cannot_serve(env, message):
+    from shell.envs import check_config
+
     with pytest.raises(ConfigError, match=message):
-        atari_config(**env)
+        check_config(atari_config(**env).env)
 
 
 def test_spaces_and_scores_match_the_gymnasium_chain():

@@ -98,8 +98,10 @@ def test_an_id_envpool_lacks_and_atari_are_refused(standin):
 
     with pytest.raises(ConfigError, match=r"env.backend = 'envpool' has no env 'ALE/Pong-v5'"):
         make_env(counting_config(id="ALE/Pong-v5").env, torch.device("cpu"))
+    from shell.envs import check_config
+
     with pytest.raises(ConfigError, match=r"env.atari runs on env.backend = 'ale' or 'gymnasium', not 'envpool'"):
-        counting_config(atari=True)
+        check_config(counting_config(atari=True).env)
 
 
 def test_the_pool_is_seeded_from_the_reset_seed(standin):
@@ -139,16 +141,16 @@ def test_an_eval_env_gymnasium_cannot_build_stops_the_run_before_training(standi
     missing extra), the run stops at start-up with one line, not after training."""
     import attrs
 
-    import shell.evaluation
+    import shell.envs.registry
 
-    real_make_env = shell.evaluation.make_env
+    real_make_env = shell.envs.registry.make_env
 
     def make_env(cfg, device, num_envs=None, **kwargs):
         if cfg.backend == "gymnasium":
             raise ConfigError('env needs a missing optional dependency; run: pip install -e ".[mujoco]"')
         return real_make_env(cfg, device, num_envs, **kwargs)
 
-    monkeypatch.setattr(shell.evaluation, "make_env", make_env)
+    monkeypatch.setattr(shell.envs.registry, "make_env", make_env)
     config = counting_config()
     config = attrs.evolve(config, run=attrs.evolve(config.run, eval_episodes=2))
     with pytest.raises(ConfigError, match=r"pip install -e \"\.\[mujoco\]\"; runs on env.backend = 'envpool' are "
@@ -156,6 +158,6 @@ def test_an_eval_env_gymnasium_cannot_build_stops_the_run_before_training(standi
         Trainer(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
     with pytest.raises(ConfigError, match="needs a missing optional dependency"):
-        shell.evaluation.check_eval_env(config.env, torch.device("cpu"))
+        shell.envs.registry.check_eval_env(config.env, torch.device("cpu"))
     config = attrs.evolve(config, run=attrs.evolve(config.run, eval_episodes=0))  # no evaluation, no check
     Trainer(config, tmp_path / "run0").env.close()

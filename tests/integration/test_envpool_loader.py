@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shell.envpool_loader import _DeferredPackage, envpool_registration
+from shell.envs.envpool_import import _DeferredPackage, envpool_registration
 
 FILES = {
     "__init__.py": """
@@ -58,6 +58,11 @@ FILES = {
     "heavy/__init__.py": """
         from envpool.registration import FakePool as HeavyGymnasiumEnvPool  # noqa: F401
     """,
+    "../envpool-1.2.5.dist-info/METADATA": """
+        Metadata-Version: 2.1
+        Name: envpool
+        Version: 1.2.5
+    """,
     "heavy/registration.py": """
         import envpool.heavy  # noqa: F401 - as Jumanji's registration imports its renderer
         from envpool.registration import register
@@ -73,7 +78,7 @@ def fake_envpool(tmp_path, monkeypatch):
     for name, text in FILES.items():
         path = tmp_path / "envpool" / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
+        path.write_text(textwrap.dedent(text).lstrip())
     monkeypatch.syspath_prepend(str(tmp_path))
     saved = {k: v for k, v in sys.modules.items() if k == "envpool" or k.startswith("envpool.")}
     for k in saved:
@@ -141,3 +146,25 @@ def test_a_single_module_stand_in_is_imported_as_it_is(fake_envpool, tmp_path_fa
     monkeypatch.syspath_prepend(str(folder))
     module = envpool_registration("X-v0")
     assert Path(module.__file__).parent == folder and module.list_all_envs() == ["X-v0"]
+
+
+def test_another_version_is_imported_in_full(fake_envpool):
+    dist_info = fake_envpool / "envpool-1.2.5.dist-info"
+    dist_info.rename(fake_envpool / "envpool-1.3.0.dist-info")
+    (fake_envpool / "envpool-1.3.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: envpool\nVersion: 1.3.0\n")
+    registration = envpool_registration("CartPole-v1")
+    assert type(registration) is not _DeferredPackage and sys._fake_envpool_init_runs == 1
+    assert sorted(registration.list_all_envs()) == ["CartPole-v1", "Heavy-v0"]
+
+
+def test_a_light_import_that_fails_falls_back_to_the_full_import(fake_envpool):
+    """A layout the light path does not expect (here a family registration that cannot be imported
+    alone) ends in a plain ``import envpool``, with no module of the attempt left behind."""
+    (fake_envpool / "envpool" / "classic_control" / "registration.py").write_text(
+        "import envpool.missing_helper  # noqa: F401\n")
+    (fake_envpool / "envpool" / "entry.py").write_text("import envpool.heavy.registration  # noqa: F401\n")
+    registration = envpool_registration("CartPole-v1")
+    assert type(registration) is not _DeferredPackage and sys._fake_envpool_init_runs == 1
+    assert registration.list_all_envs() == ["Heavy-v0"]  # the full package's registry, registered once
+    assert "envpool.classic_control.registration" not in sys.modules

@@ -19,7 +19,7 @@ from gymnasium.envs.classic_control import pendulum as gym_pendulum
 from shell.api import train
 from shell.config import EnvConfig, config_from_dict
 from shell.envs import make_env
-from shell.torch_envs import TORCH_ENVS, TorchCartPole, TorchPendulum
+from shell.envs.torch_native import TORCH_ENVS, TorchCartPole, TorchPendulum
 
 ENV_IDS = ["Pendulum-v1", "CartPole-v1"]
 ATOL = 1e-5

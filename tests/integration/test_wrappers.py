@@ -130,9 +130,17 @@ def test_a_bad_wrapper_exits_2_through_main_and_leaves_no_run_dir(main, tmp_path
     assert not (tmp_path / "r").exists()
 
 
-def test_wrappers_need_the_gymnasium_backend():
+def test_wrappers_need_the_gymnasium_backend(main, tmp_path):
+    """The torch backend checks its own keys (shell/envs/torch_native.py), before a run dir exists."""
+    from shell.envs import check_config
+
+    config = load_config("cartpole-torch", ['env.wrappers=[{class = "gymnasium.wrappers:ClipReward"}]'])
     with pytest.raises(ConfigError, match=r"env\.wrappers need env\.backend = 'gymnasium'"):
-        load_config("cartpole-torch", ['env.wrappers=[{class = "gymnasium.wrappers:ClipReward"}]'])
+        check_config(config.env)
+    proc = main("--config", "cartpole-torch", "--set", 'env.wrappers=[{class = "gymnasium.wrappers:ClipReward"}]',
+                "--run-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "env.wrappers need env.backend = 'gymnasium'" in proc.stderr.splitlines()[-1]
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_wrapper_that_raises_during_a_step_exits_1(main, tmp_path):

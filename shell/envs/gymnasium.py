@@ -1,91 +1,31 @@
-"""Vector environments behind one small interface, with the autoreset details hidden.
+"""The gymnasium backend: gymnasium's vector envs (sync or async, SAME_STEP autoreset) built from an
+id, a user's factory or given ready, behind :class:`GymVecEnv`, which the C++ backends use too.
 
-Everything returned is a tensor on the configured device; numpy appears only
-at the gymnasium boundary (one conversion per step).
+Also the per-sub-env wrappers every gymnasium-built env gets: the user's ``env.wrappers``, the
+``env.obs_keys`` filter and the Atari chain.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import signal
-import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from shell.actions import box_action_layout, to_env_action
+from shell.actions import to_env_action
 from shell.config import EnvConfig
-from shell.envpool_loader import envpool_registration
-from shell.errors import ConfigError, TrainingError
+from shell.envs.base import StepResult, check_action_space
+from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
 
 EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video", "ale_py": "atari", "minigrid": "minigrid",
           "cv2": "atari", "opencv": "atari"}
-
-
-class StepResult(NamedTuple):
-    """One vector step, all tensors on the device.
-
-    Attributes:
-        obs: the observation to act on next (the reset observation for sub-envs whose
-            episode just ended): ``[N, S]`` float32 for flat spaces, ``[N, ...]`` images in
-            their own dtype, or a dict of those (shell/observations.py).
-        reward: ``[N]`` float32.
-        terminated: ``[N]`` bool (for training: with ``env.terminal_on_life_loss`` also a lost life).
-        truncated: ``[N]`` bool (time limit, not termination).
-        final_obs: like ``obs``, the true last observation where an episode
-            ended this step and ``obs`` elsewhere; ``None`` when the env knows that
-            no episode was truncated without terminating (the gymnasium backend),
-            as then no bootstrap needs it.
-        episode_done: ``[N]`` bool, an episode ended this step; ``None`` (and the two
-            fields below too) when the env knows that none did (the gymnasium backend).
-        episode_return: ``[N]`` float32 raw return of that episode (where ``episode_done``).
-        episode_length: ``[N]`` long, its length (where ``episode_done``).
-        episode_start: ``[N]`` bool, ``obs`` is the first observation of an episode; None means
-            "where this step ended one" (``terminated | truncated``, SAME_STEP autoreset). A
-            NEXT_STEP source sets it on the dummy step that resets (see :class:`GymVecEnv`).
-    """
-
-    obs: Obs
-    reward: torch.Tensor
-    terminated: torch.Tensor
-    truncated: torch.Tensor
-    final_obs: Obs | None
-    episode_done: torch.Tensor | None
-    episode_return: torch.Tensor | None
-    episode_length: torch.Tensor | None
-    episode_start: torch.Tensor | None = None
-
-
-def check_action_space(space: gym.Space) -> None:
-    """Raise ConfigError (one line naming the space) for an action space the policies cannot serve.
-
-    Served: Box of any shape (flattened; float or integer dtype, finite bounds, fixed
-    ``low == high`` components held at their value, see :func:`shell.actions.box_action_layout`),
-    Discrete(n >= 2, start) and MultiDiscrete(1-D nvec with an entry >= 2, start), of any
-    integer dtype.
-    """
-    if isinstance(space, spaces.Box):
-        box_action_layout(space)
-        return
-    if isinstance(space, spaces.Discrete):
-        if space.n < 2:
-            raise ConfigError(f"unsupported action space {space}: a Discrete action space needs n >= 2")
-        return
-    if isinstance(space, spaces.MultiDiscrete):
-        if space.nvec.ndim != 1 or not np.any(space.nvec >= 2):
-            raise ConfigError(f"unsupported action space {space}: MultiDiscrete needs a 1-D nvec with an entry >= 2")
-        return
-    raise ConfigError(
-        f"unsupported action space {space}; supported: Box with finite bounds, Discrete, MultiDiscrete"
-    )
 
 
 def _signal_free_worker(*args: Any) -> None:
@@ -107,7 +47,7 @@ def _signal_free_worker(*args: Any) -> None:
 ENV_PACKAGES = {"ALE/": ("ale_py", "atari"), "MiniGrid-": ("minigrid", "minigrid"), "BabyAI-": ("minigrid", "minigrid")}
 
 
-def _import_env_package(env_id: str) -> None:
+def import_env_package(env_id: str) -> None:
     """Import (and register) the package that provides ``env_id``'s namespace, or name its extra."""
     for prefix, (module, extra) in ENV_PACKAGES.items():
         if env_id.startswith(prefix):
@@ -149,7 +89,7 @@ def import_object(path: str, what: str) -> Any:
     try:
         obj = importlib.import_module(module_name)
     except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else ""
+        msg = first_line(exc)
         raise ConfigError(f"{what}: cannot import {module_name!r} ({type(exc).__name__}: {msg}); it must be "
                           "importable, e.g. on PYTHONPATH") from None
     for part in attr.split("."):
@@ -187,7 +127,7 @@ def _user_wrapper(cls: Callable[..., gym.Env], kwargs: dict[str, Any], what: str
         try:
             wrapped = cls(env, **kwargs)
         except Exception as exc:
-            msg = str(exc).splitlines()[0] if str(exc) else ""
+            msg = first_line(exc)
             raise ConfigError(f"{what} cannot wrap the env with kwargs = {kwargs!r}: {type(exc).__name__}"
                               f"{': ' + msg if msg else ''}") from None
         if not isinstance(wrapped, gym.Env):
@@ -219,9 +159,24 @@ def sub_env_wrappers(cfg: EnvConfig) -> list[Callable[[gym.Env], gym.Env]]:
     return wrappers
 
 
-def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
-              wrappers: list | None = None) -> gym.vector.VectorEnv:
-    _import_env_package(cfg.id)
+def _vector_kwargs(cfg: EnvConfig) -> dict[str, Any]:
+    """What every vector env this backend builds is given: SAME_STEP autoreset, and for async workers
+    the signal-free worker (:func:`_signal_free_worker`)."""
+    kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    if cfg.vectorization_mode == "async":
+        kwargs["worker"] = _signal_free_worker
+    return kwargs
+
+
+def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
+                    wrappers: list | None = None) -> gym.vector.VectorEnv:
+    """``gymnasium.make_vec`` of ``cfg.id`` with the config's kwargs, time limit and wrappers, SAME_STEP.
+
+    Raises:
+        ConfigError: one line: an unknown id, a missing optional extra (naming the pip command), a
+            kwarg the env refuses, an assert inside the env, or a wrapper that cannot be built.
+    """
+    import_env_package(cfg.id)
     kwargs: dict[str, Any] = dict(cfg.kwargs)
     if cfg.atari:
         kwargs.setdefault("frameskip", 1)  # AtariPreprocessing does the skipping
@@ -232,15 +187,12 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
-    vector_kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
-    if cfg.vectorization_mode == "async":
-        vector_kwargs["worker"] = _signal_free_worker
     try:
         return gym.make_vec(
             cfg.id,
             num_envs=num_envs,
             vectorization_mode=cfg.vectorization_mode,
-            vector_kwargs=vector_kwargs,
+            vector_kwargs=_vector_kwargs(cfg),
             **kwargs,
         )
     except ConfigError:  # a user wrapper that could not be built: already one line naming it
@@ -250,7 +202,7 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
         hint = install_hint(extra) if extra else "install the package it names"
         raise ConfigError(f"env {cfg.id!r} needs a missing optional dependency; run: {hint}") from None
     except Exception as exc:  # an env that cannot be built from this config: bad id, kwarg, or an assert inside it
-        msg = str(exc).splitlines()[0] if str(exc) else ""
+        msg = first_line(exc)
         if not msg or isinstance(exc, AssertionError):
             msg = type(exc).__name__ + (f": {msg}" if msg else "")
         context = [f"env.kwargs = {dict(cfg.kwargs)!r}"] if cfg.kwargs else []
@@ -258,143 +210,6 @@ def _make_vec(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
             context.append(f"env.obs_keys = {list(cfg.obs_keys)!r}")
         where = f" ({'; '.join(context)})" if context and not isinstance(exc, gym.error.Error) else ""
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
-
-
-# env.kwargs that ale-py's AtariVectorEnv takes as gymnasium's AtariEnv does (the rest have no counterpart there).
-ALE_VECTOR_KWARGS = ("repeat_action_probability", "full_action_space", "max_num_frames_per_episode")
-
-
-def ale_vector_options(cfg: EnvConfig) -> tuple[str, dict[str, Any]]:
-    """The game and the ``AtariVectorEnv`` options of ``cfg.id``: its registered
-    ``repeat_action_probability``, ``full_action_space`` and ``max_num_frames_per_episode``, each
-    overridden by ``env.kwargs``.
-
-    Raises:
-        ConfigError: ``cfg.id`` is not an ALE id, or ``env.kwargs`` has a key the vector env does
-            not take (``frameskip`` may only be 1, the gymnasium chain's own setting).
-    """
-    _import_env_package(cfg.id)
-    try:
-        spec = gym.spec(cfg.id)
-    except gym.error.Error as exc:
-        raise ConfigError(f"cannot make env {cfg.id!r}: {str(exc).splitlines()[0]}") from None
-    if "game" not in spec.kwargs:
-        raise ConfigError(f"env.backend = 'ale' needs an ALE id such as 'ALE/Pong-v5', not {cfg.id!r}")
-    unknown = sorted(set(cfg.kwargs) - set(ALE_VECTOR_KWARGS) - {"frameskip"})
-    if unknown or cfg.kwargs.get("frameskip", 1) != 1:
-        what = f"env.kwargs key {unknown[0]!r}" if unknown else f"env.kwargs.frameskip = {cfg.kwargs['frameskip']!r}"
-        raise ConfigError(f"{what} is not supported by env.backend = 'ale' (it takes frameskip = 1 and "
-                          f"{', '.join(ALE_VECTOR_KWARGS)}); use env.backend = 'gymnasium'")
-    options = {key: spec.kwargs[key] for key in ALE_VECTOR_KWARGS if key in spec.kwargs}
-    options.update({key: cfg.kwargs[key] for key in ALE_VECTOR_KWARGS if key in cfg.kwargs})
-    return spec.kwargs["game"], options
-
-
-def _backend_error(cfg: EnvConfig, exc: Exception) -> ConfigError:
-    """One line for a C++ backend's vector env that could not be built from ``cfg``."""
-    msg = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, TypeError) and "incompatible constructor arguments" in msg:  # pybind11's, many lines long
-        msg = "a value in env.kwargs has a type the C++ env does not accept"
-    return ConfigError(f"cannot make env {cfg.id!r} with env.backend = {cfg.backend!r}: {msg} "
-                       f"(env.kwargs = {dict(cfg.kwargs)!r})")
-
-
-def _make_ale_vec(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
-    """ale-py's C++ ``AtariVectorEnv`` doing the work of :func:`atari_wrappers` on ``cfg.id``'s game.
-
-    The same chain as ``gymnasium.make(cfg.id, frameskip=1)`` under ``AtariPreprocessing`` and
-    ``FrameStackObservation``: the id's registered sticky actions, action set and frame limit
-    (overridden by ``env.kwargs``), up to 30 no-op starts, frame skip 4 with max-pooling of the last
-    two frames, 84x84 greyscale, ``env.frame_stack`` frames, no fire reset, the game score as
-    reward (``env.sign_reward`` clips it for training only) and whole games as episodes (a lost
-    life is handled by :class:`GymVecEnv`). Stepping runs in C++ threads, one per core at most.
-    One difference: the first stack of an episode is padded with zero frames where
-    ``FrameStackObservation`` repeats the first frame. SAME_STEP autoreset, with the final
-    observations in ``info["final_obs"]``.
-
-    Raises:
-        ConfigError: see :func:`ale_vector_options`; or the vector env could not be built.
-    """
-    game, options = ale_vector_options(cfg)
-    from ale_py.vector_env import AtariVectorEnv
-
-    try:
-        return AtariVectorEnv(game, num_envs, num_threads=min(num_envs, len(os.sched_getaffinity(0))),
-                              img_height=84, img_width=84, grayscale=True, stack_num=cfg.frame_stack, frameskip=4,
-                              maxpool=True, noop_max=30, episodic_life=False, reward_clipping=False,
-                              use_fire_reset=False, autoreset_mode=AutoresetMode.SAME_STEP, **options)
-    except Exception as exc:
-        raise _backend_error(cfg, exc) from None
-
-
-# env.kwargs that configure EnvPool's pool rather than the env (dropped for the gymnasium evaluation env;
-# "seed" is refused for training now, but configs saved before that may carry it)
-ENVPOOL_OPTIONS = ("num_threads", "batch_size", "thread_affinity_offset", "seed")
-
-
-def _check_envpool_options(kwargs: dict[str, Any], num_envs: int) -> None:
-    """Refuse pool options that EnvPool would abort the process on, or that this loop cannot run.
-
-    Raises:
-        ConfigError: ``seed`` given (it comes from ``run.seed``), ``num_threads`` or
-            ``thread_affinity_offset`` not an int (>= 0, >= -1), or ``batch_size`` other than 0 or
-            ``num_envs`` (EnvPool's async mode returns a subset of the sub-envs per step).
-    """
-    if "seed" in kwargs:
-        raise ConfigError("env.kwargs.seed: the envpool backend seeds its pool from run.seed (sub-env i gets "
-                          "run.seed + i, as on the other backends); drop it and use --seed")
-    for key, low in (("num_threads", 0), ("thread_affinity_offset", -1)):
-        value = kwargs.get(key, low)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"env.kwargs.{key} = {value!r}: EnvPool needs an int >= {low}")
-    batch = kwargs.get("batch_size", 0)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch not in (0, num_envs):
-        raise ConfigError(f"env.kwargs.batch_size = {batch!r}: every sub-env steps at every rollout step, so it "
-                          f"must be 0 or env.num_envs ({num_envs}); EnvPool's async mode is not supported")
-
-
-def _make_envpool_vec(cfg: EnvConfig, num_envs: int, seed: int | None = None) -> gym.vector.VectorEnv:
-    """EnvPool's C++ vector env of ``cfg.id`` (``envpool.make_gymnasium``), stepping in a thread pool.
-
-    EnvPool autoresets NEXT_STEP: :class:`GymVecEnv` keeps its dummy steps out of the rollout.
-    ``env.kwargs`` go to ``make_gymnasium`` as they are, and ``env.max_episode_steps`` as its
-    ``max_episode_steps``. EnvPool seeds its sub-envs when it builds the pool (sub-env i gets
-    ``seed + i``; EnvPool's own default seed where ``seed`` is None) and ignores ``reset(seed=...)``,
-    so :meth:`GymVecEnv.reset` rebuilds the pool with the seed it is given (0.5 ms for CartPole,
-    30 ms for HalfCheetah). The pool runs one thread unless ``env.kwargs.num_threads`` says otherwise
-    (EnvPool's default is one per core): CartPole-v1 with 16 envs trained about twice as fast that
-    way on 2 cores, where the training process's own thread needs one of them.
-
-    Raises:
-        ConfigError: no envpool (naming the pip command), an id EnvPool does not have, pool
-            options it would abort on (:func:`_check_envpool_options`), or kwargs it refuses (one line).
-    """
-    try:
-        envpool = envpool_registration(cfg.id)  # only the classic-control family for its ids (shell/envpool_loader.py)
-    except ImportError:
-        raise ConfigError("env.backend = 'envpool' needs the envpool package; run: "
-                          f"{install_hint('envpool')}") from None
-    if cfg.id not in envpool.list_all_envs():
-        raise ConfigError(f"env.backend = 'envpool' has no env {cfg.id!r} (EnvPool names its Atari games without "
-                          "'ALE/', e.g. 'Pong-v5'); for other ids use env.backend = 'gymnasium'")
-    _check_envpool_options(cfg.kwargs, num_envs)
-    kwargs: dict[str, Any] = {"num_threads": 1, **cfg.kwargs}
-    if cfg.max_episode_steps is not None:
-        kwargs["max_episode_steps"] = cfg.max_episode_steps
-    if seed is not None:
-        kwargs["seed"] = seed
-    try:
-        with warnings.catch_warnings():  # EnvPool's float64 space bounds, cast to float32 by gymnasium's Box
-            warnings.filterwarnings("ignore", message=r".*Box (low|high)'s precision lowered", category=UserWarning)
-            env = envpool.make_gymnasium(cfg.id, num_envs=num_envs, **kwargs)
-            env.single_observation_space, env.single_action_space  # noqa: B018 - built (and cached) on first use
-            return env
-    except Exception as exc:
-        raise _backend_error(cfg, exc) from None
-
-
-# the backends whose vector env is a C++ one, built from the config and run by GymVecEnv
-CPP_BACKENDS = {"ale": _make_ale_vec, "envpool": _make_envpool_vec}
 
 
 def autoreset_mode(env: gym.vector.VectorEnv) -> AutoresetMode:
@@ -443,15 +258,14 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
         raise
     except Exception as exc:
         raise ConfigError(f"the env factory {getattr(factory, '__name__', factory)!r} raised "
-                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    if cfg.vectorization_mode == "async":
-        return gym.vector.AsyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP,
-                                         worker=_signal_free_worker)
-    return gym.vector.SyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+                          f"{type(exc).__name__}: {first_line(exc)}") from None
+    vector_class = gym.vector.AsyncVectorEnv if cfg.vectorization_mode == "async" else gym.vector.SyncVectorEnv
+    return vector_class([make] * num_envs, **_vector_kwargs(cfg))
 
 
 class GymVecEnv:
-    """A gymnasium vector env that speaks tensors: built from the config's id, from a factory, or given ready.
+    """A gymnasium-API vector env that speaks tensors: built from the config's id, from a factory,
+    given ready, or a C++ backend's.
 
     Sub-env i is seeded with ``seed + i`` at the first reset.
 
@@ -468,33 +282,29 @@ class GymVecEnv:
     episode statistics (gymnasium's RecordEpisodeStatistics skips them itself). The dummy step's
     ``episode_start`` marks the reset observation it returns.
 
+    The C++ backends (ale, envpool) hand their vector envs to this class too; their modules build
+    and reseed them.
+
     Args:
-        cfg: the env config (its id is used only when ``vector_env`` is None).
-        num_envs: sub-envs to build (ignored for a given ``vector_env``).
-        vector_env: a ready ``gymnasium.vector.VectorEnv`` (SAME_STEP or NEXT_STEP).
-        factory: a ``Callable[[], gymnasium.Env]`` to build the sub-envs from.
+        vector_env: the ``gymnasium.vector.VectorEnv`` (SAME_STEP or NEXT_STEP, read from its
+            ``metadata["autoreset_mode"]``); closed with this object.
+        cfg: the env config (``terminal_on_life_loss``, ``obs_keys``, ``max_episode_steps``).
+        device: where the tensors go.
+        name: the env's name for messages where the vector env's spec has none (the config's id).
 
     Raises:
-        ConfigError: the env cannot be built, or has an unsupported space or autoreset mode.
+        ConfigError: an unsupported space or autoreset mode (the vector env is closed).
     """
 
-    def __init__(self, cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
-                 wrappers: list | None = None, vector_env: gym.vector.VectorEnv | None = None,
-                 factory: Callable[[], gym.Env] | None = None):
-        self._id = cfg.id if vector_env is None and factory is None else None  # for messages
-        self._reseed: Callable[[int], gym.vector.VectorEnv] | None = None
-        if vector_env is not None:
+    def __init__(self, vector_env: gym.vector.VectorEnv, cfg: EnvConfig, device: torch.device,
+                 name: str | None = None):
+        self._id = name  # for messages
+        try:
             mode = autoreset_mode(vector_env)
-            num_envs = vector_env.num_envs
-        elif factory is not None:
-            vector_env, mode = vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
-        elif cfg.backend in CPP_BACKENDS:  # ale-py's runs SAME_STEP, EnvPool's NEXT_STEP: their metadata says
-            vector_env = CPP_BACKENDS[cfg.backend](cfg, num_envs)
-            mode = autoreset_mode(vector_env)
-            if cfg.backend == "envpool":  # seeded when built, reset(seed=...) ignored: reset rebuilds it
-                self._reseed = lambda seed: _make_envpool_vec(cfg, num_envs, seed)
-        else:
-            vector_env, mode = _make_vec(cfg, num_envs, render_mode, wrappers), AutoresetMode.SAME_STEP
+        except ConfigError:
+            vector_env.close()
+            raise
+        num_envs = vector_env.num_envs
         self.next_step = mode == AutoresetMode.NEXT_STEP
         self._pending = np.zeros(num_envs, dtype=bool)  # NEXT_STEP: sub-envs whose next step is a dummy
         self.env = gym.wrappers.vector.RecordEpisodeStatistics(vector_env)
@@ -534,10 +344,6 @@ class GymVecEnv:
         Raises:
             TrainingError: the env raised (one line naming it and the error).
         """
-        if seed is not None and self._reseed is not None:  # EnvPool: a new pool seeded seed + i
-            self.env.close()
-            self.env = gym.wrappers.vector.RecordEpisodeStatistics(self._reseed(seed))
-            seed = None
         try:
             obs, info = self.env.reset(seed=seed)
         except Exception as exc:  # as in step: an env that raises ends training with exit 1
@@ -619,39 +425,32 @@ class GymVecEnv:
                 pass
 
 
-def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,
-             wrappers: list | None = None, source: Any = None):
-    """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``).
+def check_config(cfg: EnvConfig) -> None:
+    """The gymnasium backend takes every env key; what an env refuses is found when it is made."""
 
-    ``backend = "gymnasium"``, ``"ale"`` (ale-py's C++ Atari vector env, :func:`_make_ale_vec`) or
-    ``"envpool"`` (:func:`_make_envpool_vec`, NEXT_STEP) gives a :class:`GymVecEnv`; ``backend =
-    "torch"`` a batched tensor env from :mod:`shell.torch_envs` (rendering and wrappers need the
-    gymnasium backend).
-    ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``, outside the
-    config's own (:func:`sub_env_wrappers`).
-    ``source`` replaces the config's id: a ``Callable[[], gymnasium.Env]`` factory, or a ready
-    ``gymnasium.vector.VectorEnv`` (used as it is: ``num_envs``, ``render_mode`` and ``wrappers``
-    do not apply to it).
+
+def eval_config(cfg: EnvConfig) -> EnvConfig:
+    """Runs on gymnasium are evaluated on the same env."""
+    return cfg
+
+
+def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
+         wrappers: list | None = None) -> GymVecEnv:
+    """``num_envs`` copies of ``cfg.id`` through ``gymnasium.make_vec`` (SAME_STEP), each wrapped by
+    :func:`sub_env_wrappers` and then ``wrappers``.
 
     Raises:
-        ConfigError: unknown env id, missing optional extra, unsupported space, an id
-            with no torch implementation, rendering or wrappers asked of a backend other than
-            gymnasium, or an ``env.wrappers`` entry that cannot be imported or built.
+        ConfigError: see :func:`make_vector_env`, or an unsupported space.
     """
-    num_envs = num_envs or cfg.num_envs
-    if isinstance(source, gym.vector.VectorEnv):
-        return GymVecEnv(cfg, num_envs, device, vector_env=source)
-    if source is not None:
-        if not callable(source):
-            raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
-                              f"not {type(source).__name__}")
-        return GymVecEnv(cfg, num_envs, device, render_mode, wrappers, factory=source)
-    if cfg.backend != "gymnasium" and (render_mode is not None or wrappers):
-        raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
-    if cfg.backend == "torch":
-        from shell.torch_envs import TORCH_ENVS
+    return GymVecEnv(make_vector_env(cfg, num_envs, render_mode, wrappers), cfg, device, name=cfg.id)
 
-        if cfg.id not in TORCH_ENVS:
-            raise ConfigError(f"env.backend = 'torch' has no env {cfg.id!r}; torch envs: {sorted(TORCH_ENVS)}")
-        return TORCH_ENVS[cfg.id](num_envs, device, cfg.max_episode_steps)
-    return GymVecEnv(cfg, num_envs, device, render_mode, wrappers)
+
+def from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: int, device: torch.device,
+                 render_mode: str | None = None, wrappers: list | None = None) -> GymVecEnv:
+    """``num_envs`` copies of a user's ``factory()`` (see :func:`vec_from_factory`)."""
+    return GymVecEnv(vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), cfg, device)
+
+
+def from_vector_env(vector_env: gym.vector.VectorEnv, cfg: EnvConfig, device: torch.device) -> GymVecEnv:
+    """A user's ready vector env, used as it is (SAME_STEP or NEXT_STEP)."""
+    return GymVecEnv(vector_env, cfg, device)

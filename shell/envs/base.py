@@ -1,0 +1,126 @@
+"""The env layer's interface: what every backend hands the trainer, and what a backend module provides.
+
+A vector env of any backend has ``num_envs``, ``device``, ``observation_space`` and
+``action_space`` (one sub-env's), ``max_episode_steps`` (the time limit, None for none),
+``pending_dummy`` (``[N]`` bool, or None for a source without NEXT_STEP dummy steps), and
+``reset(seed) -> obs``, ``step(action) -> StepResult``, ``close()``. Everything it returns is a
+tensor on the device; numpy appears only inside a backend, at its library's boundary.
+
+A backend is a module listed in :data:`shell.envs.registry.BACKENDS` with three functions:
+
+- ``check_config(cfg: EnvConfig) -> None``: the backend's own config rules (ConfigError, one line),
+  called from the API before anything starts (config.py knows no backend);
+- ``make(cfg, num_envs, device, render_mode=None, wrappers=None) -> VecEnv``: its vector env;
+- ``eval_config(cfg) -> EnvConfig``: the env config its runs are evaluated on (gymnasium's env of
+  the same id for the C++ and torch-native backends).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from shell.actions import box_action_layout
+from shell.config import EnvConfig
+from shell.errors import ConfigError
+from shell.observations import Obs
+
+
+class StepResult(NamedTuple):
+    """One vector step, all tensors on the device.
+
+    Attributes:
+        obs: the observation to act on next (the reset observation for sub-envs whose
+            episode just ended): ``[N, S]`` float32 for flat spaces, ``[N, ...]`` images in
+            their own dtype, or a dict of those (shell/observations.py).
+        reward: ``[N]`` float32.
+        terminated: ``[N]`` bool (for training: with ``env.terminal_on_life_loss`` also a lost life).
+        truncated: ``[N]`` bool (time limit, not termination).
+        final_obs: like ``obs``, the true last observation where an episode
+            ended this step and ``obs`` elsewhere; ``None`` when the env knows that
+            no episode was truncated without terminating (the gymnasium backend),
+            as then no bootstrap needs it.
+        episode_done: ``[N]`` bool, an episode ended this step; ``None`` (and the two
+            fields below too) when the env knows that none did (the gymnasium backend).
+        episode_return: ``[N]`` float32 raw return of that episode (where ``episode_done``).
+        episode_length: ``[N]`` long, its length (where ``episode_done``).
+        episode_start: ``[N]`` bool, ``obs`` is the first observation of an episode; None means
+            "where this step ended one" (``terminated | truncated``, SAME_STEP autoreset). A
+            NEXT_STEP source sets it on the dummy step that resets (see :class:`GymVecEnv`).
+    """
+
+    obs: Obs
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_obs: Obs | None
+    episode_done: torch.Tensor | None
+    episode_return: torch.Tensor | None
+    episode_length: torch.Tensor | None
+    episode_start: torch.Tensor | None = None
+
+
+class VecEnv(Protocol):
+    """What the trainer, the evaluation and the export use of a backend's vector env (see the module doc)."""
+
+    num_envs: int
+    device: torch.device
+    observation_space: spaces.Space
+    action_space: spaces.Space
+    max_episode_steps: int | None
+
+    @property
+    def pending_dummy(self) -> torch.Tensor | None: ...
+
+    def reset(self, seed: int | None = None) -> Obs: ...
+
+    def step(self, action: torch.Tensor) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+
+def check_action_space(space: spaces.Space) -> None:
+    """Raise ConfigError (one line naming the space) for an action space the policies cannot serve.
+
+    Served: Box of any shape (flattened; float or integer dtype, finite bounds, fixed
+    ``low == high`` components held at their value, see :func:`shell.actions.box_action_layout`),
+    Discrete(n >= 2, start) and MultiDiscrete(1-D nvec with an entry >= 2, start), of any
+    integer dtype.
+    """
+    if isinstance(space, spaces.Box):
+        box_action_layout(space)
+        return
+    if isinstance(space, spaces.Discrete):
+        if space.n < 2:
+            raise ConfigError(f"unsupported action space {space}: a Discrete action space needs n >= 2")
+        return
+    if isinstance(space, spaces.MultiDiscrete):
+        if space.nvec.ndim != 1 or not np.any(space.nvec >= 2):
+            raise ConfigError(f"unsupported action space {space}: MultiDiscrete needs a 1-D nvec with an entry >= 2")
+        return
+    raise ConfigError(
+        f"unsupported action space {space}; supported: Box with finite bounds, Discrete, MultiDiscrete"
+    )
+
+
+def refuse_wrappers(cfg: EnvConfig) -> None:
+    """For backends whose sub-envs are not gymnasium envs: ``env.wrappers`` cannot wrap them.
+
+    Raises:
+        ConfigError: ``env.wrappers`` is not empty.
+    """
+    if cfg.wrappers:
+        raise ConfigError(f"env.wrappers need env.backend = 'gymnasium', not {cfg.backend!r}")
+
+
+def backend_error(cfg: EnvConfig, exc: Exception) -> ConfigError:
+    """One line for a C++ backend's vector env that could not be built from ``cfg`` (pybind11's
+    many-line type errors are cut to what they mean)."""
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, TypeError) and "incompatible constructor arguments" in msg:  # pybind11's, many lines long
+        msg = "a value in env.kwargs has a type the C++ env does not accept"
+    return ConfigError(f"cannot make env {cfg.id!r} with env.backend = {cfg.backend!r}: {msg} "
+                       f"(env.kwargs = {dict(cfg.kwargs)!r})")

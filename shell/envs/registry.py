@@ -1,0 +1,103 @@
+"""The env backends by name, each a module imported on first use (so ``ale_py`` and ``envpool`` load only
+when a run asks for them), and the env layer's entry points: check a config, build its vector env, name
+the env its runs are evaluated on.
+
+Adding a backend is one module with ``check_config``, ``make`` and ``eval_config`` (see
+:mod:`shell.envs.base`) and one line in :data:`BACKENDS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from shell.config import EnvConfig
+from shell.envs import gymnasium as gymnasium_backend
+from shell.envs.base import VecEnv
+from shell.errors import ConfigError
+
+BACKENDS = {
+    "gymnasium": "shell.envs.gymnasium",  # gymnasium's vector envs (sync or async)
+    "torch": "shell.envs.torch_native",  # batched tensor envs, state on the device
+    "ale": "shell.envs.ale",  # ale-py's C++ AtariVectorEnv (the Atari chain)
+    "envpool": "shell.envs.envpool",  # EnvPool's C++ thread pool
+}
+"""``env.backend`` name -> module path."""
+
+
+def backend(name: str) -> ModuleType:
+    """The module of backend ``name``, imported now.
+
+    Raises:
+        ConfigError: no backend has that name (one line listing those that do).
+    """
+    if name not in BACKENDS:
+        raise ConfigError(f"env.backend = {name!r} is not allowed; choose one of {list(BACKENDS)}")
+    return importlib.import_module(BACKENDS[name])
+
+
+def check_config(cfg: EnvConfig) -> None:
+    """The backend's own rules on the env config, before anything starts.
+
+    Raises:
+        ConfigError: an unknown backend, or a key the backend cannot serve (one line).
+    """
+    backend(cfg.backend).check_config(cfg)
+
+
+def eval_env_config(cfg: EnvConfig) -> EnvConfig:
+    """The env config a run of ``cfg`` is evaluated on: gymnasium's env of the same id for the C++ and
+    torch-native backends (the reference implementation, so results compare across backends)."""
+    return backend(cfg.backend).eval_config(cfg)
+
+
+def check_eval_env(cfg: EnvConfig, device: torch.device) -> None:
+    """Where runs of ``cfg`` are evaluated on another backend's env, build and close one now, so that an
+    env that cannot be built there (an id gymnasium lacks, a missing extra) stops the run before
+    training, not after.
+
+    Raises:
+        ConfigError: one line naming the problem and why that env is needed.
+    """
+    eval_cfg = eval_env_config(cfg)
+    if eval_cfg.backend == cfg.backend:
+        return
+    try:
+        make_env(eval_cfg, device, num_envs=1).close()
+    except ConfigError as exc:
+        raise ConfigError(f"{str(exc).rstrip('.')}; runs on env.backend = {cfg.backend!r} are evaluated on "
+                          f"{eval_cfg.backend}'s env of the same id (or set run.eval_episodes = 0)") from None
+
+
+def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,
+             wrappers: list[Callable[[gym.Env], gym.Env]] | None = None, source: Any = None) -> VecEnv:
+    """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``) on ``cfg.backend``.
+
+    ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``, outside the
+    config's own (:func:`shell.envs.gymnasium.sub_env_wrappers`); they and ``render_mode`` need the
+    gymnasium backend. ``source`` replaces the config's id: a ``Callable[[], gymnasium.Env]``
+    factory, or a ready ``gymnasium.vector.VectorEnv`` (used as it is: ``num_envs``,
+    ``render_mode`` and ``wrappers`` do not apply to it); both run on the gymnasium backend.
+
+    Raises:
+        ConfigError: unknown env id or backend, missing optional extra, unsupported space, an id
+            the backend does not have, rendering or wrappers asked of a backend other than
+            gymnasium, or an ``env.wrappers`` entry that cannot be imported or built.
+    """
+    num_envs = num_envs or cfg.num_envs
+    if isinstance(source, gym.vector.VectorEnv):
+        return gymnasium_backend.from_vector_env(source, cfg, device)
+    if source is not None:
+        if not callable(source):
+            raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
+                              f"not {type(source).__name__}")
+        return gymnasium_backend.from_factory(source, cfg, num_envs, device, render_mode, wrappers)
+    module = backend(cfg.backend)
+    if module is not gymnasium_backend and (render_mode is not None or wrappers):
+        raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
+    return module.make(cfg, num_envs, device, render_mode, wrappers)
