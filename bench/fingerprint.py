@@ -139,15 +139,17 @@ def main() -> int:
     repo = args.repo.resolve()
     names = args.configs or sorted(p.stem for p in (repo / "configs").glob("*.toml"))
     paths = [repo / "configs" / f"{n.removesuffix('.toml')}.toml" for n in names]
+    paths.sort(key=lambda p: p.stem not in UPDATES_BY_CONFIG)  # the slow ones first, beside the others
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = dict(zip([p.stem for p in paths], pool.map(lambda p: fingerprint(repo, p), paths), strict=True))
+        done = dict(zip([p.stem for p in paths], pool.map(lambda p: fingerprint(repo, p), paths), strict=True))
+    results = {name: done[name] for name in sorted(done)}
     for name, r in results.items():
         print(f"{name:24s} {r['status']:8s} {r['wall_seconds']:6.1f} s  {r.get('error', r.get('checkpoint_sha256'))}",
               file=sys.stderr)
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True).stdout
-    out = {"repo_commit": commit.strip(), "repo_dirty": bool(dirty.strip()), "python": sys.version.split()[0],
+    changes = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True).stdout
+    out = {"repo_commit": commit.strip(), "repo_changes": changes.splitlines(), "python": sys.version.split()[0],
            "torch": torch.__version__, "seed": 0, "updates": UPDATES, "updates_by_config": UPDATES_BY_CONFIG,
            "overrides": list(OVERRIDES), "dropped_metrics_columns": list(TIME_COLUMNS),
            "wall_seconds": round(time.perf_counter() - start, 1), "configs": results}
