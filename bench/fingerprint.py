@@ -25,10 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import tomllib
 import torch
 
 UPDATES = 3                                     # rollouts per config, except where one update is slow:
