@@ -23,7 +23,7 @@ import tomllib
 from shell.errors import ConfigError
 from shell.installation import CONFIG_DIR
 
-TUNE_SECTION = "tune"  # read by ``main.py tune`` (shell/tune.py); training ignores it
+TUNE_SECTION = "tune"  # read by ``main.py tune`` (shell/tune/); training ignores it
 
 
 # ----------------------------------------------------------------------------- validators
