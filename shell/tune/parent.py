@@ -73,11 +73,13 @@ def tune(config: str, trials: int, stop: StopRequest, *, jobs: int = 1, seeds: l
 
 
 def _check_env(config: Config) -> None:
-    """Build the base config's env once, so a bad id, kwarg or space is one line here, not a failed trial."""
+    """Check the base config with its backend and build its env once, so a bad id, kwarg, space or a
+    key the backend cannot serve is one line here, not a failed trial."""
     import torch
 
-    from shell.envs import make_env
+    from shell.envs import check_config, make_env
 
+    check_config(config.env)
     env = make_env(config.env, torch.device("cpu"), num_envs=1)
     env.close()
 
