@@ -1,7 +1,7 @@
 """The stateful half: config, envs, networks, storage, the PPO update, the runner, and the Python API.
 
 ``shell.train``, ``shell.resume``, ``shell.StopOnReward``, ``shell.TrainResult`` (shell/api.py) and
-``shell.load_policy`` (shell/evaluation.py) are the entry points for your own programs.
+``shell.load_policy`` and ``shell.Policy`` (shell/inference.py) are the entry points for your own programs.
 Importing it registers ``CartPoleNoVel-v1`` and ``PendulumNoVel-v1`` with gymnasium (shell/envs/pomdp.py).
 """
 
@@ -12,7 +12,7 @@ from shell.envs.pomdp import register as _register_pomdp
 _register_pomdp()
 
 _API = {"train": "shell.api", "resume": "shell.api", "StopOnReward": "shell.api", "TrainResult": "shell.api",
-        "load_policy": "shell.evaluation", "Policy": "shell.evaluation"}
+        "load_policy": "shell.inference", "Policy": "shell.inference"}
 __all__ = sorted(_API)
 
 

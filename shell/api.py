@@ -33,12 +33,12 @@ from typing import Any
 import attrs
 import gymnasium as gym
 
-from shell.checkpoint import latest_checkpoint, load_checkpoint
+from shell.checkpoint import latest_checkpoint
 from shell.config import Config, apply_overrides, config_from_saved, load_config
 from shell.distributed import Dist
 from shell.envs import check_config as check_env_config
 from shell.errors import ConfigError
-from shell.evaluation import SOURCE_NAMES, Policy
+from shell.inference import Policy, read_checkpoint, require_env
 from shell.runner import Trainer, prepare_run_dir
 from shell.stop import StopRequest
 
@@ -76,7 +76,7 @@ class TrainResult:
     """What :func:`train` and :func:`resume` return.
 
     Attributes:
-        policy: the trained deterministic policy, the type :func:`shell.evaluation.load_policy`
+        policy: the trained deterministic policy, the type :func:`shell.inference.load_policy`
             returns: ``policy.act(obs)`` or ``policy(obs)``.
         run_dir: the run's folder (config.toml, metrics.csv, checkpoints/, summary.json).
         summary: the run's summary (summary.json), with ``stopped_early``.
@@ -166,7 +166,8 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
         dist: the torch.distributed group (``main.py`` under torchrun); default single-process.
 
     Runs made from a factory or a ready vector env cannot be rebuilt from their config: continue
-    or evaluate them from Python (:func:`resume` / ``load_policy(run_dir, env=factory)``).
+    them from Python with the env again (:func:`resume`). Their policy loads without it
+    (``load_policy(run_dir)``: checkpoints store the spaces).
 
     Raises:
         ConfigError: bad config, override, env or space (nothing is left behind: a run dir that
@@ -212,18 +213,15 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
 
     Raises:
         ConfigError: no such run dir, no checkpoint in it, a corrupt one, fewer total steps than
-            already taken, or a factory run resumed without ``env``.
+            already taken, a factory run resumed without ``env``, or an ``env`` whose spaces differ
+            from the checkpoint's.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ConfigError(f"--resume {run_dir}: no such run dir")
-    path = latest_checkpoint(run_dir / "checkpoints")
-    state = load_checkpoint(path)
+    path, state = read_checkpoint(latest_checkpoint(run_dir / "checkpoints"))
     kind = state.get("env_source")
-    if kind is not None and env is None:
-        what = SOURCE_NAMES[kind]
-        raise ConfigError(f"{run_dir} was trained on {what}, which its config cannot rebuild; resume it from "
-                          f"Python: shell.resume({str(run_dir)!r}, env=<the same {what.split(' ', 1)[1]}>)")
+    require_env(run_dir, state, env, f"resume it from Python: shell.resume({str(run_dir)!r}, env={{env}})")
     if total_timesteps is not None:
         # totals round up to whole updates: the same flags again (e.g. after a preemption) are fine
         saved = state["config"]
@@ -243,7 +241,11 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
             stale.unlink(missing_ok=True)
     trainer = Trainer(config, run_dir, dist, stop, env_source=source, callbacks=callbacks, eval_source=eval_source,
                       progress=progress, source_kind=kind)
-    trainer.load_state_dict(state)
+    try:
+        trainer.load_state_dict(state)  # the checkpoint's weights: shell.inference.load_weights
+    except ConfigError:  # an env of other spaces, another world size
+        trainer.env.close()
+        raise
     if progress:
         import sys
 

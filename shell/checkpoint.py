@@ -1,4 +1,5 @@
-"""Atomic checkpoint files, loaded with ``weights_only=True`` so they cannot run code."""
+"""Atomic checkpoint files, loaded with ``weights_only=True`` so they cannot run code, and the plain-data
+form in which they hold the env's spaces (:func:`space_to_data`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import torch
+from gymnasium import spaces
 
 from shell.errors import ConfigError
 from shell.files import atomic_write
@@ -54,3 +58,68 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         version = state.get("format_version") if isinstance(state, dict) else None
         raise ConfigError(f"checkpoint {path} has format version {version!r}; this library reads {FORMAT_VERSION}")
     return state
+
+
+def space_to_data(space: gym.Space) -> dict[str, Any]:
+    """A gymnasium space as plain data (dicts, lists, str, int, float, bool) that a checkpoint loaded
+    with ``weights_only=True`` can hold; :func:`space_from_data` rebuilds the same space.
+
+    - Box: ``shape``, ``dtype`` (numpy's name) and ``low`` / ``high``: one number where every bound
+      is the same (inf included), else nested lists in the space's shape; exact for every dtype.
+    - Discrete: ``n``, ``start``, ``dtype``. MultiDiscrete: ``nvec``, ``start`` (nested lists),
+      ``dtype``. MultiBinary: ``n`` (an int or a list of ints).
+    - Dict: ``spaces``, a list of ``[key, data]`` pairs in the space's key order (the policy's order).
+
+    Raises:
+        ValueError: any other space (the policies serve no other).
+    """
+    kind = type(space).__name__
+    if isinstance(space, spaces.Box):
+        return {"type": "Box", "shape": list(space.shape), "dtype": space.dtype.name,
+                "low": _bound_to_data(space.low), "high": _bound_to_data(space.high)}
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start), "dtype": space.dtype.name}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "start": space.start.tolist(),
+                "dtype": space.dtype.name}
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, spaces.Dict):
+        return {"type": "Dict", "spaces": [[key, space_to_data(sub)] for key, sub in space.spaces.items()]}
+    raise ValueError(f"a checkpoint cannot store a {kind} space ({space}); it stores Box, Discrete, "
+                     "MultiDiscrete, MultiBinary and Dict of those")
+
+
+def space_from_data(data: dict[str, Any]) -> gym.Space:
+    """The space that :func:`space_to_data` wrote (same type, shape, dtype, bounds and key order).
+
+    Raises:
+        ValueError: data that no version of :func:`space_to_data` writes.
+    """
+    kind = data.get("type") if isinstance(data, dict) else None
+    if kind == "Box":
+        dtype, shape = np.dtype(data["dtype"]), tuple(data["shape"])
+        low, high = (np.array(data[k], dtype=dtype) if isinstance(data[k], list) else np.full(shape, data[k], dtype)
+                     for k in ("low", "high"))
+        return spaces.Box(low, high, shape, dtype)
+    if kind == "Discrete":
+        dtype = {} if data["dtype"] == "int64" else {"dtype": data["dtype"]}  # gymnasium 1.0's Discrete has no dtype
+        return spaces.Discrete(data["n"], start=data["start"], **dtype)
+    if kind == "MultiDiscrete":
+        dtype = np.dtype(data["dtype"])
+        return spaces.MultiDiscrete(np.array(data["nvec"], dtype), dtype, start=np.array(data["start"], dtype))
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(data["n"])
+    if kind == "Dict":
+        return spaces.Dict([(key, space_from_data(sub)) for key, sub in data["spaces"]])
+    raise ValueError(f"not a stored space: {data!r}")
+
+
+def _bound_to_data(bound: np.ndarray) -> Any:
+    """One number when every element is the same to the bit (as a float, down to the sign of a zero),
+    else nested lists; ``tolist`` gives Python numbers that convert back to the dtype exactly."""
+    first = bound.flat[0] if bound.size else None
+    if first is not None and (bound == first).all() and (bound.dtype.kind != "f" or
+                                                         (np.signbit(bound) == np.signbit(first)).all()):
+        return first.item()
+    return bound.tolist()

@@ -1,6 +1,6 @@
 """Export a checkpoint's deterministic policy as one self-contained file: ONNX, or a ``torch.export`` program.
 
-The exported function is :class:`shell.evaluation.Policy` without this library: raw observations
+The exported function is :class:`shell.inference.Policy` without this library: raw observations
 ``[B, ...]`` in, env actions ``[B, ...]`` out, with everything in between baked in: the frozen
 observation-normalisation statistics, the encoder, the actor head, and the squash onto the Box
 (fixed components held, an integer Box rounded) or the argmax, then the env boundary's clip and
@@ -53,9 +53,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from shell.checkpoint import load_checkpoint
 from shell.errors import ConfigError, ExportError
-from shell.evaluation import Policy, load_policy, resolve_checkpoint
+from shell.inference import Policy, load_agent, resolve_checkpoint
 from shell.installation import install_hint
 from shell.observations import ObsLayout, ObsPart, obs_layout
 
@@ -105,7 +104,7 @@ class DeterministicPolicy(nn.Module):
 
     ``forward(*inputs)`` takes one tensor per part of ``layout`` in its key order (see the module
     docstring for shapes and dtypes) and returns ``[B, *action_space.shape]`` in the action space's
-    dtype, equal to :class:`shell.evaluation.Policy`'s output for the same observations.
+    dtype, equal to :class:`shell.inference.Policy`'s output for the same observations.
 
     Args:
         agent: a loaded :class:`shell.policies.ActorCritic` (eval mode, on the CPU).
@@ -368,7 +367,7 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
     """Export the deterministic policy of a checkpoint (or of a run dir's newest one) to one file.
 
     See the module docstring for the exported function's inputs and output. The policy is exported
-    on the CPU, with a dynamic batch dimension, and checked against :class:`shell.evaluation.Policy`
+    on the CPU, with a dynamic batch dimension, and checked against :class:`shell.inference.Policy`
     before the file is put in place (it is written to a temporary file in the same folder and
     renamed, so ``out`` is never a half-written or unchecked file).
 
@@ -379,7 +378,9 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
             with ``torch.export.load(path).module()``).
         out: the file to write; default: beside the checkpoint, named after it with the
             format's suffix (``checkpoints/ckpt_000000065536.onnx``).
-        env: the env factory (or vector env) of a run trained from one, for its spaces.
+        env: not needed: the checkpoint stores the spaces, and the check samples observations from
+            them. Only a checkpoint written before the spaces were stored, of a run trained from an
+            env factory (or a vector env), needs that env again for its spaces.
 
     Returns:
         An :class:`ExportResult`.
@@ -395,10 +396,10 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
     if format == "onnx":
         _require_onnx()
     checkpoint = resolve_checkpoint(target)
-    policy = load_policy(checkpoint, "cpu", env)
-    agent, observation_space = policy.agent, policy.observation_space
-    state = load_checkpoint(checkpoint)
-    if format == "onnx" and state["config"]["policy"].get("cnn_precision") == "bfloat16" and any(
+    agent, config, state = load_agent(checkpoint, "cpu", env)
+    observation_space = agent.observation_space
+    policy = Policy(agent, observation_space)
+    if format == "onnx" and config.policy.cnn_precision == "bfloat16" and any(
             part.kind == "image" for part in obs_layout(observation_space).parts.values()):
         raise ConfigError("policy.cnn_precision = 'bfloat16': onnxruntime has no bfloat16 convolutions on the CPU; "
                           "export with --format pt2")

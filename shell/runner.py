@@ -20,39 +20,27 @@ import torch
 from tqdm import tqdm
 
 import core
-from shell.checkpoint import save_checkpoint
+from shell.checkpoint import save_checkpoint, space_to_data
 from shell.config import Config, dump_toml
+from shell.devices import resolve_device
 from shell.distributed import Dist
 from shell.envs import check_eval_env, make_env
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import EvalResult, eval_fields, evaluate
 from shell.faults import kill_point
+from shell.inference import Policy, agent_for_spaces, load_weights
 from shell.installation import git_state, package_version
 from shell.logs import CSV_FIELDS, RunLogs
 from shell.normalization import RewardScaler
 from shell.observations import map_obs
-from shell.policies import ActorCritic, default_ent_coef
+from shell.policies import default_ent_coef
 from shell.ppo import PPO
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.storage import RolloutStorage
 
-__all__ = ["CSV_FIELDS", "Trainer", "prepare_run_dir", "resolve_device"]
+__all__ = ["CSV_FIELDS", "Trainer", "prepare_run_dir", "resolve_device"]  # resolve_device: shell.devices
 
 LOG_PROB_CHUNK_ELEMENTS = 4_194_304  # the rollout's log-prob pass in pieces of at most 16 MB of float input
-
-
-def resolve_device(name: str, dist: Dist | None = None) -> torch.device:
-    """'auto' -> cuda when available, else cpu; under torchrun, CUDA rank r uses cuda:LOCAL_RANK.
-
-    Raises ConfigError for cuda without a GPU.
-    """
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("run.device = 'cuda' but torch sees no CUDA device; use 'cpu' or 'auto'")
-    if name == "cuda" and dist is not None and dist.enabled:
-        return torch.device("cuda", dist.local_rank)
-    return torch.device(name)
 
 
 def default_run_dir(config: Config) -> Path:
@@ -130,9 +118,11 @@ class Trainer:
                 raise
         with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
             torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
-            agent = ActorCritic(self.env.observation_space, self.env.action_space, config.policy,
-                                config.env.normalize_obs, config.env.obs_clip)
+            agent = agent_for_spaces(self.env.observation_space, self.env.action_space, config)
         self.agent = agent.to(self.device)
+        # the spaces as plain data, in every checkpoint: the policy loads without the env (shell/inference.py)
+        self.spaces = {"observation": space_to_data(self.env.observation_space),
+                       "action": space_to_data(self.env.action_space)}
         self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
                                           config.env.reward_clip).to(self.device)
         self.ent_coef = (config.ppo.ent_coef if config.ppo.ent_coef is not None
@@ -177,10 +167,13 @@ class Trainer:
             "env_source": self.source_kind,
             "generator": self.generator.get_state(),
             "rank_generators": self.dist.gather_objects(self.generator.get_state()),
+            "spaces": self.spaces,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agent.load_state_dict(state["model"])
+        """Continue from a checkpoint (see :meth:`state_dict`); its weights load as every checkpoint's do
+        (:func:`shell.inference.load_weights`, which refuses an env of other spaces)."""
+        load_weights(self.agent, state)
         self.ppo.optimizer.load_state_dict(state["optimizer"])
         self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.update = int(state["update"])
@@ -419,10 +412,8 @@ class Trainer:
             flag = bool(self.dist.all_reduce_sum(torch.tensor([float(flag)], device=self.device)).item())
         return flag
 
-    def policy(self):
-        """The trained deterministic policy as a :class:`shell.evaluation.Policy`."""
-        from shell.evaluation import Policy
-
+    def policy(self) -> Policy:
+        """The trained deterministic policy as a :class:`shell.inference.Policy`."""
         return Policy(self.agent, self.env.observation_space, self.env.action_space)
 
     def _check_stop(self) -> None:

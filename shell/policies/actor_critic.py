@@ -32,7 +32,7 @@ class ActorCritic(nn.Module):
     separate networks, as in the first round). The heads are MLPs of ``policy.hidden_sizes``.
 
     ``action_space`` and ``observation_space`` are kept as attributes for the env boundary's cast
-    (shell.actions.to_env_action) and for :class:`shell.evaluation.Policy`.
+    (shell.actions.to_env_action) and for :class:`shell.inference.Policy`.
 
     Raises:
         ConfigError: an observation or action space the policy cannot serve.

@@ -255,8 +255,8 @@ def test_short_doorkey_run(main, tmp_path):
     assert video.returncode == 0, video.stderr[-2000:]
     assert open(last_json(video.stdout)["videos"][0], "rb").read()[4:8] == b"ftyp"
     assert main("plot", str(run)).returncode == 0  # episodes end within 250 steps: 384 per env since the resume
-    policy = load_policy(run)
-    env = gym.wrappers.FilterObservation(gym.make("MiniGrid-DoorKey-5x5-v0"), ["image", "direction"])
+    policy = load_policy(run)  # built from the checkpoint's spaces: minigrid is imported only for the env below
+    env = gym.wrappers.FilterObservation(gym.make("minigrid:MiniGrid-DoorKey-5x5-v0"), ["image", "direction"])
     assert env.action_space.contains(policy(env.reset(seed=0)[0]))
 
 

@@ -1,0 +1,258 @@
+"""Checkpoint -> agent, and the public :class:`Policy` that deploys one.
+
+The one path from a checkpoint file to an agent, which the ``eval`` and ``export`` commands,
+:func:`load_policy` and ``--resume`` (``shell.resume``, then ``Trainer.load_state_dict``) all take:
+
+1. :func:`read_checkpoint`: a run dir's newest checkpoint or a named file, loaded with
+   ``weights_only=True`` (:func:`shell.checkpoint.load_checkpoint`);
+2. an untrained agent for the run's spaces: :func:`agent_for_spaces` from the spaces the checkpoint
+   stores (key ``"spaces"``, written by the Trainer), so a policy loads without its env or the env's
+   package; a checkpoint written before the spaces were stored falls back to :func:`build_agent`,
+   which makes a one-env vector env of the config's id (or of ``env``, for a run trained from a
+   factory or a ready vector env) to read them. The Trainer builds its agent with
+   :func:`agent_for_spaces` too, from its envs' spaces;
+3. :func:`load_weights`: the checkpoint's parameters and normaliser statistics into that agent,
+   after checking that the agent's spaces are the ones the checkpoint was trained on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from shell.actions import to_env_action
+from shell.checkpoint import latest_checkpoint, load_checkpoint, space_from_data
+from shell.config import Config, config_from_saved
+from shell.devices import resolve_device
+from shell.envs import make_env
+from shell.errors import ConfigError
+from shell.observations import obs_layout, to_tensor
+from shell.policies import ActorCritic
+
+__all__ = ["SOURCE_NAMES", "Policy", "agent_for_spaces", "build_agent", "checkpoint_spaces", "load_agent",
+           "load_policy", "load_weights", "read_checkpoint", "require_env", "resolve_checkpoint"]
+
+SOURCE_NAMES = {"factory": "an env factory", "vector_env": "a ready vector env"}  # checkpoint["env_source"]
+
+
+def resolve_checkpoint(target: str | Path) -> Path:
+    """A checkpoint file as given, or the newest in ``RUN_DIR/checkpoints``.
+
+    Raises:
+        ConfigError: no such file or folder, or no checkpoint in the folder.
+    """
+    path = Path(target)
+    if path.is_dir():
+        return latest_checkpoint(path / "checkpoints" if (path / "checkpoints").is_dir() else path)
+    if not path.exists():
+        raise ConfigError(f"{target}: no such run dir or checkpoint")
+    return path
+
+
+def read_checkpoint(target: str | Path, map_location: str | torch.device = "cpu") -> tuple[Path, dict[str, Any]]:
+    """``(path, state)`` of a run dir's newest checkpoint or of a checkpoint file.
+
+    Raises:
+        ConfigError: a bad target; a missing, truncated or corrupt checkpoint.
+    """
+    path = resolve_checkpoint(target)
+    return path, load_checkpoint(path, map_location=map_location)
+
+
+def require_env(name: str | Path, state: dict[str, Any], env: Any, remedy: str) -> None:
+    """Refuse a run trained on a factory or a ready vector env when its env is needed and not given.
+
+    Args:
+        name: the run dir or checkpoint, for the message.
+        state: the checkpoint.
+        env: what the caller has in place of the config's id (None: nothing).
+        remedy: what to do instead, from Python; ``{env}`` in it becomes ``<the same env factory>``
+            (or ``<the same vector env>``).
+
+    Raises:
+        ConfigError: one line, ``"<name> was trained on an env factory, which its config cannot
+            rebuild; <remedy>"``.
+    """
+    kind = state.get("env_source")
+    if kind is not None and env is None:
+        what = SOURCE_NAMES[kind]
+        raise ConfigError(f"{name} was trained on {what}, which its config cannot rebuild; "
+                          + remedy.replace("{env}", f"<the same {what.split(' ', 1)[1]}>"))
+
+
+def checkpoint_spaces(state: dict[str, Any]) -> tuple[gym.Space, gym.Space] | None:
+    """The ``(observation_space, action_space)`` a checkpoint stores (None for one written before
+    checkpoints stored them)."""
+    data = state.get("spaces")
+    if data is None:
+        return None
+    return space_from_data(data["observation"]), space_from_data(data["action"])
+
+
+def agent_for_spaces(observation_space: gym.Space, action_space: gym.Space, config: Config) -> ActorCritic:
+    """An untrained agent (on the CPU) for these single-env spaces and the config's ``[policy]``.
+
+    Its initial parameters come from torch's global RNG (the Trainer seeds it under ``fork_rng``).
+
+    Raises:
+        ConfigError: a space the policies cannot serve.
+    """
+    return ActorCritic(observation_space, action_space, config.policy, config.env.normalize_obs, config.env.obs_clip)
+
+
+def build_agent(config: Config, device: torch.device, source: Any = None) -> tuple[ActorCritic, gym.Space]:
+    """An untrained agent for the config's env (or ``source``'s), and the env's observation space.
+
+    A one-env vector env is made to read the spaces: the fallback for checkpoints that do not store
+    them (:func:`checkpoint_spaces`).
+    """
+    env = make_env(config.env, device, num_envs=1, source=source)
+    try:
+        return agent_for_spaces(env.observation_space, env.action_space, config).to(device), env.observation_space
+    finally:
+        env.close()
+
+
+def load_weights(agent: ActorCritic, state: dict[str, Any]) -> None:
+    """Load a checkpoint's parameters and buffers (``state["model"]``) into ``agent``.
+
+    Raises:
+        ConfigError: the agent's observation or action space differs from the one the checkpoint
+            stores (an env other than the one the run was trained on).
+    """
+    stored = checkpoint_spaces(state)
+    if stored is not None:
+        for what, saved, have in zip(("observation", "action"), stored,
+                                     (agent.observation_space, agent.action_space), strict=True):
+            if saved != have:
+                raise ConfigError(f"the env's {what} space {have} differs from the checkpoint's {saved}; "
+                                  "use the env the run was trained on")
+    agent.load_state_dict(state["model"])
+
+
+def load_agent(target: str | Path, device: str | torch.device = "cpu",
+               env: Any = None) -> tuple[ActorCritic, Config, dict[str, Any]]:
+    """Load ``(agent, config, checkpoint state)`` from a run dir or checkpoint file, onto ``device``,
+    in eval mode.
+
+    The agent is built from the spaces the checkpoint stores, without the env. ``env`` (a factory or
+    a vector env) is needed only for a checkpoint that does not store them and whose run was
+    trained on one; such a checkpoint of a run trained on an id builds a one-env vector env of it.
+
+    Raises:
+        ConfigError: a bad target; a missing, truncated or corrupt checkpoint; an old checkpoint of a
+            factory run without ``env``.
+    """
+    device = resolve_device(device) if isinstance(device, str) else device
+    path, state = read_checkpoint(target, device)
+    config = config_from_saved(state["config"])
+    stored = checkpoint_spaces(state)
+    if stored is None:
+        require_env(path, state, env, f"use it from Python with env={{env}}: shell.load_policy({str(target)!r}, "
+                                       "env=...), export_policy(..., env=...)")
+        agent, _ = build_agent(config, device, env)
+    else:
+        agent = agent_for_spaces(*stored, config).to(device)
+    load_weights(agent, state)
+    agent.eval()
+    return agent, config, state
+
+
+class Policy:
+    """A trained policy as a plain callable: observation(s) -> action(s), deterministic.
+
+    Accepts one observation (shaped as the env's observation space, after the config's
+    ``env.obs_keys`` filter and Atari chain; a dict for Dict spaces, extra keys ignored) or a
+    batch ``[N, ...]``; returns numpy actions as the env takes them: the action
+    space's shape and dtype, inside its bounds (shell.actions.to_env_action), with
+    the same batch-ness as the input.
+
+    A recurrent policy keeps its state per env between calls (row i of a batch is env i; one
+    observation is env 0). Call :meth:`reset` before a new episode, for all envs or for some
+    (``policy.reset([2])``), or pass ``episode_start`` (``[N]`` bool) to restart those rows.
+    A call with a different batch size starts every env afresh.
+
+    Args:
+        agent: the ActorCritic.
+        observation_space: the env's observation space.
+        action_space: the env's action space; defaults to ``agent.action_space``.
+    """
+
+    def __init__(self, agent: torch.nn.Module, observation_space: gym.Space, action_space: gym.Space | None = None):
+        self.agent = agent
+        self.observation_space = observation_space
+        self.action_space = action_space if action_space is not None else agent.action_space
+        self.device = next(agent.parameters()).device
+        self.layout = obs_layout(observation_space)
+        self.state: torch.Tensor | None = None  # recurrent policies: [N, S] after the last call
+        self._start: torch.Tensor | None = None  # rows whose next observation starts an episode
+
+    @property
+    def recurrent(self) -> bool:
+        return bool(getattr(self.agent, "recurrent", False))
+
+    def reset(self, env_indices: Any = None) -> None:
+        """Start a new episode in every env (``None``) or in the given envs (recurrent policies;
+        a no-op for feed-forward ones)."""
+        if self._start is None or env_indices is None:
+            self.state = self._start = None
+        else:
+            index = torch.as_tensor(env_indices, dtype=torch.long, device=self.device).reshape(-1)
+            n = len(self._start)
+            if len(index) and not (-n <= int(index.min()) and int(index.max()) < n):
+                raise IndexError(f"Policy.reset({env_indices!r}): the policy holds the state of {n} env(s)")
+            start = self._start.clone()  # a plain tensor: the stored one was made in inference mode
+            start[index] = True
+            self._start = start
+
+    def __call__(self, obs: Any, episode_start: Any = None) -> np.ndarray:
+        """The deterministic action(s): :meth:`act` with ``deterministic=True``."""
+        return self.act(obs, True, episode_start)
+
+    def act(self, obs: Any, deterministic: bool = True, episode_start: Any = None,
+            generator: torch.Generator | None = None) -> np.ndarray:
+        """Action(s) for one observation or a batch ``[N, ...]``, as numpy in the action space's
+        shape and dtype; ``deterministic=False`` samples (from ``generator`` if given)."""
+        if self.layout.is_dict:
+            obs = {key: np.asarray(obs[key]) for key in self.layout.parts}
+            single = all(obs[key].shape == tuple(p.space.shape) for key, p in self.layout.parts.items())
+            batch = {key: value[None] for key, value in obs.items()} if single else obs
+        else:
+            obs = np.asarray(obs)
+            single = obs.shape == tuple(self.observation_space.shape)
+            batch = obs[None] if single else obs
+        tensor = to_tensor(batch, self.layout, self.device)
+        with torch.inference_mode():
+            if not self.recurrent:
+                return_action = self.agent.act(tensor, deterministic, generator)
+            else:
+                n = len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
+                if self.state is None or self.state.shape[0] != n:
+                    self.state = self.agent.initial_state(n, self.device)
+                    self._start = torch.ones(n, dtype=torch.bool, device=self.device)
+                if episode_start is not None:
+                    self._start |= torch.as_tensor(np.asarray(episode_start, dtype=bool).reshape(n),
+                                                   device=self.device)
+                return_action, self.state = self.agent.act_step(tensor, self.state, self._start, deterministic,
+                                                                generator)
+                self._start = torch.zeros_like(self._start)
+            action = to_env_action(return_action, self.action_space)
+        return action[0] if single else action
+
+
+def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any = None) -> Policy:
+    """Load a run dir's newest checkpoint (or a named checkpoint) as a :class:`Policy` on ``device``.
+
+    The env is not needed: the checkpoint stores its spaces. ``env`` (a factory or vector env of
+    the same kind) serves only checkpoints written before they were stored, of runs trained on one.
+
+    Example:
+        >>> policy = load_policy("runs/Pendulum-v1__s0__20260101-120000")
+        >>> action = policy(env.reset()[0])
+    """
+    agent, _, _ = load_agent(target, device, env)
+    return Policy(agent, agent.observation_space)
