@@ -222,14 +222,11 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
     path, state = read_checkpoint(latest_checkpoint(run_dir / "checkpoints"))
     kind = state.get("env_source")
     require_env(run_dir, state, env, f"resume it from Python: shell.resume({str(run_dir)!r}, env={{env}})")
-    if total_timesteps is not None:
-        # totals round up to whole updates: the same flags again (e.g. after a preemption) are fine
-        saved = state["config"]
-        step_batch = saved["env"]["num_envs"] * saved["ppo"]["num_steps"] * state.get("world_size", 1)
-        if -(-total_timesteps // step_batch) < state["update"]:
-            raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps "
-                              f"({state['update']} updates); --total-timesteps {total_timesteps} is fewer")
     config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
+    # totals round up to whole updates: the same flags again (e.g. after a preemption) are fine
+    if total_timesteps is not None and config.num_updates(state.get("world_size", 1)) < state["update"]:
+        raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps "
+                          f"({state['update']} updates); --total-timesteps {total_timesteps} is fewer")
     source = None
     if env is not None:
         config, source, kind = _with_source(config, env)

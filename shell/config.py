@@ -250,6 +250,11 @@ class Config:
         """Transitions per rollout: ``num_steps * num_envs``."""
         return self.ppo.num_steps * self.env.num_envs
 
+    def num_updates(self, world_size: int = 1) -> int:
+        """Updates that reach ``run.total_timesteps`` over ``world_size`` processes (whole rollouts: the
+        total rounds up)."""
+        return -(-self.run.total_timesteps // (self.batch_size * world_size))
+
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {name: attrs.asdict(getattr(self, name)) for name in SECTIONS}
 

@@ -36,6 +36,12 @@ class Dist:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
+    def any(self, flag: bool, device: torch.device) -> bool:
+        """True on every rank when ``flag`` is true on any (one all_reduce; ``flag`` itself for one process)."""
+        if not self.enabled:
+            return flag
+        return bool(self.all_reduce_sum(torch.tensor([float(flag)], device=device)).item())
+
     def average_gradients(self, parameters: list[torch.nn.Parameter]) -> None:
         """Replace each gradient by its mean over ranks (one flat all_reduce)."""
         if not self.enabled:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
@@ -33,4 +34,14 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None], on_written: Cal
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return path
+
+
+def new_run_folder(name: str, parent: Path = Path("runs")) -> Path:
+    """``parent/<name>__<YYYYmmdd-HHMMSS>`` (a run dir, a study dir), with ``-1``, ``-2``, ... appended
+    while that path exists. Nothing is created."""
+    base = parent / f"{name}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    path, i = base, 1
+    while path.exists():
+        path, i = base.with_name(f"{base.name}-{i}"), i + 1
     return path

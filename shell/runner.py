@@ -10,7 +10,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from shell.envs import check_eval_env, make_env
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import EvalResult, eval_fields, evaluate
 from shell.faults import kill_point
+from shell.files import new_run_folder
 from shell.inference import Policy, agent_for_spaces, load_weights
 from shell.installation import git_state, package_version
 from shell.logs import CSV_FIELDS, RunLogs
@@ -44,13 +44,9 @@ LOG_PROB_CHUNK_ELEMENTS = 4_194_304  # the rollout's log-prob pass in pieces of 
 
 
 def default_run_dir(config: Config) -> Path:
+    """``runs/<env>__s<seed>__<time>`` under the current folder, new (``-1``, ``-2``, ... if taken)."""
     env_name = config.env.id.replace("/", "_").replace(":", "_")
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path("runs") / f"{env_name}__s{config.run.seed}__{stamp}"
-    path, i = base, 1
-    while path.exists():
-        path, i = base.with_name(f"{base.name}-{i}"), i + 1
-    return path
+    return new_run_folder(f"{env_name}__s{config.run.seed}")
 
 
 def prepare_run_dir(run_dir: Path | None, config: Config) -> Path:
@@ -103,7 +99,7 @@ class Trainer:
         self.stop = stop or StopRequest()
         self.device = resolve_device(config.run.device, self.dist)
         self.generator = torch.Generator(self.device).manual_seed(config.run.seed + self.dist.rank)
-        self.num_updates = -(-config.run.total_timesteps // (config.batch_size * self.dist.world_size))
+        self.num_updates = config.num_updates(self.dist.world_size)
 
         self.env_source, self.eval_source, self.source_kind = env_source, eval_source, source_kind
         self.callbacks = list(callbacks)
@@ -408,9 +404,7 @@ class Trainer:
         flag = False
         if self.dist.is_main:
             flag = any([bool(callback(row)) for callback in self.callbacks])
-        if self.dist.enabled:
-            flag = bool(self.dist.all_reduce_sum(torch.tensor([float(flag)], device=self.device)).item())
-        return flag
+        return self.dist.any(flag, self.device)
 
     def policy(self) -> Policy:
         """The trained deterministic policy as a :class:`shell.inference.Policy`."""
@@ -421,8 +415,7 @@ class Trainer:
         if not self.dist.enabled:
             self.stop.check()
             return
-        flag = self.stop.requested
-        if bool(self.dist.all_reduce_sum(torch.tensor([float(flag)], device=self.device)).item()):
+        if self.dist.any(self.stop.requested, self.device):
             self.stop.request(signal.SIGTERM)  # a rank that saw no signal stops as if terminated
             self.stop.check()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from shell.config import (
     split_key,
 )
 from shell.errors import ConfigError
+from shell.files import new_run_folder
 from shell.tune.space import DEFAULT_SPACE, Param, _parse_param, parse_space
 
 PRUNERS = ("median", "hyperband", "none")
@@ -132,11 +132,7 @@ def resolve_settings(config: str, trials: int, seeds: list[int] | None, total_ti
 
 
 def _default_study_dir(stem: str) -> Path:
-    base = Path("runs") / f"tune_{stem}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    path, i = base, 1
-    while path.exists():
-        path, i = base.with_name(f"{base.name}-{i}"), i + 1
-    return path
+    return new_run_folder(f"tune_{stem}")
 
 
 def trial_config(settings: Settings, params: dict[str, Any], seed: int | None = None) -> Config:
@@ -158,6 +154,6 @@ def trial_config(settings: Settings, params: dict[str, Any], seed: int | None = 
     config = config_from_saved(data)
     if seed is None:
         return config
-    num_updates = -(-config.run.total_timesteps // config.batch_size)
+    num_updates = config.num_updates()
     every = -(-num_updates // (settings.evals + 1)) if settings.evals else 0
     return config_from_saved(data, seed=seed, eval_every=every)
