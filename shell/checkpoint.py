@@ -16,6 +16,10 @@ from shell.errors import ConfigError
 from shell.files import atomic_write
 
 FORMAT_VERSION = 1
+CHECKPOINT_SUFFIXES = (".pt", ".pth")  # a file with one of these that torch cannot load is a damaged checkpoint
+# What a file that is not a checkpoint is, by its suffix (the files a run dir and its exports hold).
+FILE_KINDS = {".toml": "a TOML file", ".csv": "a CSV file", ".json": "a JSON file", ".onnx": "an ONNX export",
+              ".pt2": "a torch.export archive", ".png": "a PNG image", ".mp4": "a video", ".txt": "a text file"}
 
 
 def save_checkpoint(path: Path, state: dict[str, Any], on_written: Callable[[], None] | None = None) -> Path:
@@ -45,7 +49,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     """Load a checkpoint written by :func:`save_checkpoint`.
 
     Raises:
-        ConfigError: missing, truncated or corrupt file, or an unknown format version.
+        ConfigError: missing, truncated or corrupt file (a damaged ``.pt``), a file that is not a checkpoint
+            (another suffix: a TOML, CSV, ... file; the message says what to give instead), or an unknown
+            format version.
     """
     path = Path(path)
     if not path.is_file():
@@ -53,6 +59,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:
+        if path.suffix.lower() not in CHECKPOINT_SUFFIXES:  # another file: say what it is and what is expected
+            raise ConfigError(f"{path} is not a checkpoint ({_what_file(path)}); expected a run dir or a "
+                              f"checkpoint file{_run_dir_hint(path)}") from None
         raise ConfigError(f"checkpoint {path} is truncated or corrupt ({type(exc).__name__})") from None
     if not isinstance(state, dict) or state.get("format_version") != FORMAT_VERSION:
         version = state.get("format_version") if isinstance(state, dict) else None
@@ -123,3 +132,24 @@ def _bound_to_data(bound: np.ndarray) -> Any:
                                                          (np.signbit(bound) == np.signbit(first)).all()):
         return first.item()
     return bound.tolist()
+
+
+def _what_file(path: Path) -> str:
+    """What a file torch cannot load is: by its suffix, else by its first bytes (torch.save writes a zip)."""
+    if path.suffix.lower() in FILE_KINDS:
+        return FILE_KINDS[path.suffix.lower()]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    return "an empty file" if not head else "a zip file torch cannot load" if head == b"PK\x03\x04" \
+        else "not a torch zip file"
+
+
+def _run_dir_hint(path: Path) -> str:
+    """The checkpoint files' pattern, with the run dir ``path`` sits in when it is one."""
+    for folder in (path.parent, path.parent.parent):
+        if (folder / "checkpoints").is_dir():
+            return f" (RUN_DIR/checkpoints/ckpt_*.pt), e.g. {folder}"
+    return " (RUN_DIR/checkpoints/ckpt_*.pt)"

@@ -3,7 +3,7 @@
     ppo-core --config pendulum [--seed N] [--total-timesteps N] [--device D]
              [--run-dir DIR] [--set section.key=value ...]
     ppo-core --resume RUN_DIR [--total-timesteps N] [--device D]
-    ppo-core eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--video] [--device D]
+    ppo-core eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--video] [--video-episodes N] [--device D]
     ppo-core plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
     ppo-core export RUN_DIR_OR_CHECKPOINT [--format onnx|pt2] [--out FILE]
     ppo-core tune --config acrobot --trials N [--jobs K] [--seeds S ...] [--total-timesteps T]
@@ -102,6 +102,8 @@ def eval_parser() -> argparse.ArgumentParser:
     parser.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
     parser.add_argument("--episodes", type=_int_at_least(1), default=20)
     parser.add_argument("--video", action="store_true", help="also record an mp4 (needs the video extra)")
+    parser.add_argument("--video-episodes", type=_int_at_least(1), metavar="N",
+                        help="record the first N evaluation episodes, one mp4 each (default 1; implies --video)")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     return parser
 
@@ -177,7 +179,8 @@ def run(argv: list[str], stop: StopRequest) -> int:
         torch.set_num_threads(1)  # as run.torch_threads' default: small policies are fastest on one thread
         from shell.evaluation import eval_checkpoint
 
-        result = eval_checkpoint(args.target, args.episodes, args.video, args.device, stop)
+        result = eval_checkpoint(args.target, args.episodes, args.video or args.video_episodes is not None,
+                                 args.device, stop, video_episodes=args.video_episodes or 1)
     elif argv[:1] == ["export"]:
         args = export_parser().parse_args(argv[1:])
         import torch

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import shlex
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -429,8 +430,78 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
         try:
             _check_type(f"{section}.{key}", value, typing.get_type_hints(SECTIONS[section])[key])
         except ConfigError as exc:
-            raise ConfigError(f"--set {text!r}: {exc}") from None
+            raise ConfigError(f"--set {text!r}: {exc}; {_toml_hint(section, key, raw)}") from None
     return section, key, sub, value
+
+
+TRUE_WORDS, FALSE_WORDS = {"true", "yes", "on", "1", "t", "y"}, {"false", "no", "off", "0", "f", "n"}
+# Examples of a type, for a --set hint where neither the value given nor the key's default will do.
+TYPE_EXAMPLES: dict[Any, Any] = {
+    int: 1000, float: 0.01, str: "name", list[int]: [64, 64], list[str]: ["a", "b"], dict[str, Any]: {"name": 1},
+    list[dict[str, Any]]: [{"class": "gymnasium.wrappers:ClipReward", "kwargs": {"min_reward": -1.0,
+                                                                                 "max_reward": 1.0}}],
+}
+
+
+def _reading(raw: str, annotation: Any) -> Any:
+    """What ``raw`` (a --set value that is not valid TOML of the key's type) most likely means as a value
+    of ``annotation``: ``True`` -> True, ``.5`` -> 0.5, ``64,64`` or ``(64 64)`` -> [64, 64], any text for a
+    string; None when it reads as nothing."""
+    text = raw.strip()
+    if annotation is str:
+        return raw
+    if annotation is bool:
+        word = text.lower()
+        return True if word in TRUE_WORDS else False if word in FALSE_WORDS else None
+    if annotation in (int, float):
+        try:
+            number = float(text.replace("_", ""))
+        except ValueError:
+            return None
+        return number if annotation is float else int(number) if number.is_integer() else None
+    if typing.get_origin(annotation) is list and text:
+        (item,) = typing.get_args(annotation)
+        if text[0] + text[-1] in ("[]", "()"):
+            text = text[1:-1]
+        parts = [p for p in re.split(r"[,\s]+" if "," in text else r"\s+", text.strip()) if p]
+        values = []
+        for part in parts:
+            try:
+                value = tomllib.loads(f"v = {part}")["v"]
+            except tomllib.TOMLDecodeError:
+                value = _reading(part, item)
+            values.append(value)
+        return values if parts else None
+    return None
+
+
+def _toml_hint(section: str, key: str, raw: str) -> str:
+    """How to write a valid value of ``section.key`` on the command line: ``raw`` spelled as TOML when it
+    reads as a valid value (see :func:`_reading`), else the key's default or an example of its type."""
+    cls = SECTIONS[section]
+    annotation = typing.get_type_hints(cls)[key]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+
+    def valid(value: Any) -> bool:
+        try:
+            section_from_dict(section, {key: value})
+        except ConfigError:
+            return False
+        return value is not None
+
+    def spelled(value: Any) -> str:
+        return "--set " + shlex.quote(f"{section}.{key}={_toml_value(value)}")
+
+    reading = _reading(raw, annotation)
+    if valid(reading):
+        return f"write it as TOML: {spelled(reading)}"
+    if annotation is bool:
+        return f"write it as TOML: {spelled(True)} (or false)"
+    default = attrs.fields_dict(cls)[key].default
+    default = default.factory() if isinstance(default, attrs.Factory) else default
+    example = default if default not in (None, [], {}) and valid(default) else TYPE_EXAMPLES.get(annotation)
+    return f"write it as TOML, e.g. {spelled(example)}" if valid(example) else "write it as TOML"
 
 
 def resolve_kwarg_paths(kwargs: dict[str, Any], base: Path) -> dict[str, Any]:

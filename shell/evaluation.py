@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -64,7 +65,8 @@ def eval_episode_cap(env_cfg: EnvConfig, run_cap: int | None, registered: int | 
     """The step cap of one evaluation episode.
 
     ``run.eval_max_episode_steps`` if set, else the env's time limit (``env.max_episode_steps``,
-    else the registered ``max_episode_steps``), else :data:`DEFAULT_EVAL_MAX_EPISODE_STEPS`.
+    else ``registered``: the env's own, see ``GymVecEnv.max_episode_steps``), else
+    :data:`DEFAULT_EVAL_MAX_EPISODE_STEPS`.
     """
     return run_cap or env_cfg.max_episode_steps or registered or DEFAULT_EVAL_MAX_EPISODE_STEPS
 
@@ -142,21 +144,26 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
 
 
 def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
-                    device: str = "cpu", stop: StopRequest | None = None) -> dict[str, Any]:
+                    device: str = "cpu", stop: StopRequest | None = None, video_episodes: int = 1) -> dict[str, Any]:
     """The ``eval`` command: evaluate a checkpoint, write ``eval.json`` beside it, return the result.
 
-    ``summary.json`` of the run is left alone. With ``video``, one more
-    deterministic episode is recorded as an mp4 in ``videos/`` beside the
-    checkpoint, through gymnasium's RecordVideo (rgb_array rendering). Episodes
-    are capped at the run's ``run.eval_max_episode_steps`` (see :func:`evaluate`).
+    ``summary.json`` of the run is left alone. With ``video``, the first ``video_episodes`` evaluation
+    episodes are played again, one at a time with the same seeds, and recorded as mp4s in ``videos/``
+    beside the checkpoint (``<checkpoint>-episode-<i>.mp4``), through gymnasium's RecordVideo
+    (rgb_array rendering); the result names them in ``videos``. Episodes are capped at the run's
+    ``run.eval_max_episode_steps`` (see :func:`evaluate`).
 
     Raises:
         ConfigError: a bad target, a corrupt checkpoint, a run trained on a factory or a ready
-            vector env (its config cannot rebuild the env), or a missing video extra.
-        Interrupted: ``stop`` was requested; nothing is written.
+            vector env (its config cannot rebuild the env), a missing video extra, or
+            ``video_episodes`` not in 1..``episodes``.
+        Interrupted: ``stop`` was requested; eval.json is not written.
     """
     path = resolve_checkpoint(target)
     if video:
+        if not 1 <= video_episodes <= episodes:
+            raise ConfigError(f"--video-episodes {video_episodes} must be from 1 to --episodes ({episodes}): the "
+                              "videos are of the first evaluation episodes")
         try:
             import moviepy  # noqa: F401 - RecordVideo needs it
         except ImportError:
@@ -177,11 +184,26 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
     if video:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array rendering needs no display
         folder = path.parent / "videos"
-        wrapper = lambda env: gym.wrappers.RecordVideo(  # noqa: E731
-            env, str(folder), episode_trigger=lambda i: i == 0, name_prefix=path.stem, disable_logger=True)
-        evaluate(agent, config.env, 1, config.run.seed, dev, render_mode="rgb_array", wrappers=[wrapper],
-                 stop=stop, max_episode_steps=cap)
-        result["videos"] = sorted(str(p) for p in folder.glob(f"{path.stem}*.mp4"))
+        prefix = f".{path.stem}-recording"
+        recording = folder / f"{prefix}-episode-0.mp4"  # RecordVideo's name for the first episode
+
+        def wrapper(env: gym.Env) -> gym.Env:
+            with warnings.catch_warnings():  # the names are this checkpoint's: replacing its old videos is meant
+                warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+                return gym.wrappers.RecordVideo(env, str(folder), episode_trigger=lambda i: i == 0, name_prefix=prefix,
+                                                disable_logger=True)
+
+        videos = []
+        try:
+            for i in range(video_episodes):  # one at a time: a recording holds its frames in memory
+                # seed + i: the sub-env i of the evaluation above plays the same episode
+                evaluate(agent, config.env, 1, config.run.seed + i, dev, render_mode="rgb_array", wrappers=[wrapper],
+                         stop=stop, max_episode_steps=cap)
+                if recording.exists():
+                    videos.append(str(recording.replace(folder / f"{path.stem}-episode-{i}.mp4")))
+        finally:
+            recording.unlink(missing_ok=True)  # an interrupted one
+        result.update(video_episodes=video_episodes, videos=videos)
     (path.parent / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 

@@ -263,6 +263,25 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
     return vector_class([make] * num_envs, **_vector_kwargs(cfg))
 
 
+def sub_env_time_limit(vector_env: gym.vector.VectorEnv) -> int | None:
+    """The time limit of a gymnasium Sync/AsyncVectorEnv's first sub-env: its outermost ``TimeLimit``'s
+    ``max_episode_steps``, else its spec's; None when it has neither, or for another kind of vector env.
+
+    Asked through the vector env's ``call`` (the sub-envs of an async one live in its workers), with
+    names every env has, so that no worker sees an exception (an async worker ends on one).
+    """
+    if not isinstance(vector_env, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv):
+        return None
+    try:
+        if vector_env.call("has_wrapper_attr", "_max_episode_steps")[0]:
+            limit = vector_env.get_attr("_max_episode_steps")[0]
+        else:
+            limit = getattr(vector_env.get_attr("spec")[0], "max_episode_steps", None)
+    except Exception:  # a sub-env that cannot say: no limit known, as for an env without one
+        return None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+
 class GymVecEnv:
     """A gymnasium-API vector env that speaks tensors: built from the config's id, from a factory,
     given ready, or a C++ backend's.
@@ -316,11 +335,12 @@ class GymVecEnv:
         self.num_envs = num_envs
         self.device = device
         spec = self.env.spec
-        #: the time limit of one episode: the config's override, else the registered one (None = none)
+        #: the time limit of one episode: the config's override, else the registered one, else the sub-envs'
+        #: own (a factory's or a ready vector env's TimeLimit; None = none)
         # gymnasium's EnvSpec has max_episode_steps; EnvPool's spec keeps it in its config
         registered = getattr(spec, "max_episode_steps", None) or getattr(getattr(spec, "config", None),
                                                                           "max_episode_steps", None)
-        self.max_episode_steps = cfg.max_episode_steps or registered
+        self.max_episode_steps = cfg.max_episode_steps or registered or sub_env_time_limit(vector_env)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         try:

@@ -43,7 +43,9 @@ them, writes the outputs and exits 130/143. A second signal to the parent kills 
 -9`` of the parent alone) stops its trial the same way.
 
 Outputs in the study dir: ``best.toml`` (a complete config for ``main.py --config``),
-``trials.csv``, ``history.png`` and ``importances.png`` (Optuna's matplotlib plots).
+``trials.csv``, ``history.png`` and ``importances.png`` (Optuna's matplotlib plots; with fewer than
+``IMPORTANCE_MIN_TRIALS`` = 10 completed trials the importances carry a caveat, in the plot's title and in
+the summary's ``importances_note``).
 
 Modules (each imports only those above it):
 

@@ -18,6 +18,11 @@ from shell.tune.settings import Settings, trial_config
 from shell.tune.space import Param
 from shell.tune.study import _counted, _counts, _retry_of, masked
 
+# Parameter importances (Optuna's fANOVA: a random forest fitted to the completed trials' scores) from fewer
+# completed trials than this are a forest fitted to a handful of points: bars that look confident and change
+# from one study to the next. Below it, importances.png's title and the summary's importances_note say so.
+IMPORTANCE_MIN_TRIALS = 10
+
 
 def _param_columns(trials: list[Any]) -> list[str]:
     return sorted({key for t in trials for key in t.params})
@@ -49,6 +54,7 @@ def write_outputs(study: Any, settings: Settings) -> dict[str, Any]:
         result.update(best_trial=best.number, best_value=best.value, best_params=params,
                       best_config=str(directory / "best.toml"))
     result["plots"], result["notes"] = _plots(study, directory, len(complete))
+    result["importances_note"] = importances_note(len(complete)) if "importances" in result["plots"] else None
     return result
 
 
@@ -76,6 +82,36 @@ def _write_trials_csv(path: Path, trials: list[Any], space: dict[str, Param]) ->
     atomic_write(path, lambda f: f.write(buffer.getvalue().encode()))
 
 
+def importances_note(complete: int) -> str | None:
+    """The caveat on parameter importances computed from ``complete`` completed trials: None from
+    :data:`IMPORTANCE_MIN_TRIALS` on."""
+    if complete >= IMPORTANCE_MIN_TRIALS:
+        return None
+    return (f"importances from {complete} completed trials (fewer than {IMPORTANCE_MIN_TRIALS}) are too few to "
+            "tell which keys matter: treat them as noise")
+
+
+def _draw_history(study: Any) -> Any:
+    """Optuna's optimization-history plot, with whole trial numbers on its x axis."""
+    from matplotlib.ticker import MaxNLocator
+    from optuna.visualization import matplotlib as optuna_plots
+
+    ax = optuna_plots.plot_optimization_history(study)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return ax
+
+
+def _draw_importances(study: Any, complete: int) -> Any:
+    """Optuna's parameter-importances plot; its title carries :func:`importances_note` when there is one."""
+    from optuna.visualization import matplotlib as optuna_plots
+
+    ax = optuna_plots.plot_param_importances(study)
+    if importances_note(complete) is not None:  # Optuna's title is on the left
+        ax.set_title(f"{ax.get_title(loc='left')}\nfrom only {complete} completed trials (fewer than "
+                     f"{IMPORTANCE_MIN_TRIALS}): too few to tell", loc="left", color="firebrick", fontsize="medium")
+    return ax
+
+
 def _plots(study: Any, directory: Path, complete: int) -> tuple[dict[str, str], list[str]]:
     """history.png (with >= 1 completed trial) and importances.png (with >= 2); notes for what was skipped."""
     plots: dict[str, str] = {}
@@ -86,11 +122,9 @@ def _plots(study: Any, directory: Path, complete: int) -> tuple[dict[str, str], 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from optuna.visualization import matplotlib as optuna_plots
-
-    drawings: list[tuple[str, Callable[[], Any]]] = [("history", lambda: optuna_plots.plot_optimization_history(study))]
+    drawings: list[tuple[str, Callable[[], Any]]] = [("history", lambda: _draw_history(study))]
     if complete >= 2:
-        drawings.append(("importances", lambda: optuna_plots.plot_param_importances(study)))
+        drawings.append(("importances", lambda: _draw_importances(study, complete)))
     else:
         notes.append("parameter importances need >= 2 completed trials: importances.png not drawn")
     for name, draw in drawings:

@@ -5,6 +5,7 @@ import json
 import signal
 from pathlib import Path
 
+import attrs
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -205,3 +206,48 @@ def test_cartpole_from_a_ready_next_step_vector_env_matches_the_config_path(tmp_
     config_path = shell.train("cartpole", run_dir=tmp_path / "config", progress=False).summary
     assert config_path["eval_return_mean"] >= 475
     assert ready["eval_return_mean"] >= 475, ready
+
+
+# ----------------------------------------------------------------------------- the env's own time limit
+def match_sign_limited():
+    """A factory whose env carries its own TimeLimit, as the README's make_corridor."""
+    return gym.wrappers.TimeLimit(MatchSign(), max_episode_steps=5)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_factorys_time_limit_is_the_evaluation_cap(tmp_path: Path, mode: str):
+    summary = shell.train(env=match_sign_limited, run_dir=tmp_path / "run", progress=False,
+                          overrides={"env.num_envs": 2, "ppo.num_steps": 16, "ppo.num_minibatches": 1,
+                                     "run.total_timesteps": 32, "run.eval_episodes": 3,
+                                     "env.vectorization_mode": mode}).summary
+    # not the 10,000 of an env without one: each episode is cut at 5 by the env's TimeLimit
+    assert summary["eval_max_episode_steps"] == 5 and summary["eval_truncated_episodes"] == 3
+
+
+def test_a_ready_vector_envs_and_an_id_paths_time_limits_are_read_from_the_sub_envs(tmp_path: Path):
+    from shell.envs import make_env
+
+    cfg = config_from_dict({}).env
+    cpu = torch.device("cpu")
+    for vec, limit in [(gym.vector.SyncVectorEnv([match_sign_limited] * 2), 5),
+                       (gym.vector.AsyncVectorEnv([match_sign_limited] * 2), 5),
+                       (gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2), 500),  # the sub-envs' spec
+                       (gym.vector.AsyncVectorEnv([MatchSign] * 2), None)]:  # no limit at all
+        assert vec.spec is None  # nothing to read on the vector env itself
+        env = make_env(cfg, cpu, source=vec)
+        assert env.max_episode_steps == limit
+        env.reset(seed=0)  # an async env's workers are still alive after the question
+        env.close()
+    # an id registered without a limit, given one by a TimeLimit in env.wrappers
+    wrapped = config_from_dict({"env": {"id": "NeverEnding-v0", "num_envs": 2, "wrappers": [
+        {"class": "gymnasium.wrappers:TimeLimit", "kwargs": {"max_episode_steps": 7}}]}}).env
+    for env_cfg, limit in [(wrapped, 7), (attrs.evolve(wrapped, wrappers=[]), None)]:
+        env = make_env(env_cfg, cpu)
+        assert env.max_episode_steps == limit
+        env.close()
+    # a ready vector env trained with an eval_env factory: the summary's cap is that env's limit
+    summary = shell.train(env=gym.vector.SyncVectorEnv([match_sign_limited] * 2), eval_env=match_sign_limited,
+                          run_dir=tmp_path / "ready", progress=False,
+                          overrides={"ppo.num_steps": 16, "ppo.num_minibatches": 1, "run.total_timesteps": 32,
+                                     "run.eval_episodes": 2}).summary
+    assert summary["eval_max_episode_steps"] == 5 and summary["eval_truncated_episodes"] == 2

@@ -2,11 +2,13 @@
 
 import csv
 import json
+import shlex
 
 import pytest
 import torch
 
 from shell.config import CONFIG_DIR, load_config
+from shell.errors import ConfigError
 
 
 def test_short_pendulum_run_writes_every_artifact(main, tmp_path):
@@ -58,6 +60,10 @@ def test_set_and_explicit_flags_precedence(main, tmp_path):
         (["--config", "pendulum", "--set", "ppo.gamma=fast"],
          "--set 'ppo.gamma=fast': ppo.gamma = 'fast' has the wrong type"),
         (["--config", "pendulum", "--set", "gamma=0.9"], "section.key=value"),
+        (["--config", "cartpole", "--set", "policy.hidden_sizes=64,64"],
+         "expected a list of int; write it as TOML: --set 'policy.hidden_sizes=[64, 64]'"),
+        (["--config", "cartpole", "--set", "env.normalize_obs=True"],
+         "expected bool; write it as TOML: --set env.normalize_obs=true"),
         (["--config", "pendulum", "--total-timesteps", "0"], "--total-timesteps: must be an integer >= 1"),
         (["--config", "pendulum", "--set", "env.id=NoSuchEnv-v0"], "NoSuchEnv-v0"),
         (["--config", "pendulum", "--set", "ppo.num_minibatches=7"], "not divisible"),
@@ -70,6 +76,35 @@ def test_bad_input_exits_2_with_one_line(main, tmp_path, args, needle):
     assert needle in last
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "r").exists()  # nothing left behind, not even an empty run dir
+
+
+@pytest.mark.parametrize(
+    ("override", "hint"),
+    [
+        ("policy.hidden_sizes=64,64", "write it as TOML: --set 'policy.hidden_sizes=[64, 64]'"),
+        ("policy.hidden_sizes=(32 32)", "write it as TOML: --set 'policy.hidden_sizes=[32, 32]'"),
+        ("policy.hidden_sizes=64", "write it as TOML: --set 'policy.hidden_sizes=[64]'"),
+        ("policy.hidden_sizes=[a]", "write it as TOML, e.g. --set 'policy.hidden_sizes=[64, 64]'"),
+        ("policy.hidden_sizes=64,-1", "write it as TOML, e.g. --set 'policy.hidden_sizes=[64, 64]'"),  # not valid
+        ("env.normalize_obs=True", "write it as TOML: --set env.normalize_obs=true"),
+        ("env.normalize_obs=no", "write it as TOML: --set env.normalize_obs=false"),
+        ("env.normalize_obs=maybe", "write it as TOML: --set env.normalize_obs=true (or false)"),
+        ("policy.share_encoder=1", "write it as TOML: --set policy.share_encoder=true"),  # bool | None
+        ("env.id=1", "write it as TOML: --set 'env.id=\"1\"'"),  # a string that TOML reads as a number
+        ("env.obs_keys=image,direction", "write it as TOML: --set 'env.obs_keys=[\"image\", \"direction\"]'"),
+        ("ppo.gamma=.99", "write it as TOML: --set ppo.gamma=0.99"),
+        ("ppo.gamma=fast", "write it as TOML, e.g. --set ppo.gamma=0.99"),  # the key's default
+        ("ppo.target_kl=high", "write it as TOML, e.g. --set ppo.target_kl=0.01"),  # no default: an example
+        ("env.kwargs=5", "write it as TOML, e.g. --set 'env.kwargs={ name = 1 }'"),
+    ],
+)
+def test_a_wrong_type_in_set_is_answered_with_its_toml_spelling(override, hint):
+    with pytest.raises(ConfigError) as info:
+        load_config("cartpole", [override])
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"--set {override!r}: ") and message.endswith(f"; {hint}")
+    fixed = shlex.split(hint.split("--set ", 1)[1].split(" (or")[0])[0]
+    load_config("cartpole", [fixed])  # what the hint says to write is accepted
 
 
 def test_non_empty_run_dir_is_refused(main, tmp_path):

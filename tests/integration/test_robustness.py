@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -112,9 +113,36 @@ def test_checkpoint_round_trip_and_corruption(tmp_path):
         load_checkpoint(path)
 
 
+def test_a_file_that_is_no_checkpoint_is_named_as_such(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.toml").write_text("[env]\n")
+    (run / "metrics.csv").write_text("update\n")
+    (run / "notes").write_text("text")
+    (run / "checkpoints" / "ckpt_000000000064.pt.tmp").write_bytes(b"PK\x03\x04 cut short")
+    for name, kind in [("config.toml", "a TOML file"), ("metrics.csv", "a CSV file"), ("notes", "not a torch zip file"),
+                       ("checkpoints/ckpt_000000000064.pt.tmp", "a zip file torch cannot load")]:
+        with pytest.raises(ConfigError) as info:
+            load_checkpoint(run / name)
+        assert str(info.value) == (f"{run / name} is not a checkpoint ({kind}); expected a run dir or a checkpoint "
+                                   f"file (RUN_DIR/checkpoints/ckpt_*.pt), e.g. {run}")
+    (tmp_path / "elsewhere.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"\(a JSON file\); expected a run dir or a checkpoint file "
+                                          r"\(RUN_DIR/checkpoints/ckpt_\*\.pt\)$"):
+        load_checkpoint(tmp_path / "elsewhere.json")
+
+
 def test_corrupt_checkpoint_named_by_eval_or_resume_exits_2(main, tmp_path):
     run = tmp_path / "run"
     assert main("--config", "pendulum", "--total-timesteps", "64", *TINY, "--run-dir", str(run)).returncode == 0
+    # a file of the run that is not a checkpoint is named as such, not as a corrupt checkpoint
+    for args in (["eval", str(run / "config.toml")], ["export", str(run / "metrics.csv")]):
+        proc = main(*args)
+        assert proc.returncode == 2, args
+        assert last_line(proc.stderr).endswith(f"is not a checkpoint ({'a TOML' if 'eval' in args else 'a CSV'} "
+                                               f"file); expected a run dir or a checkpoint file "
+                                               f"(RUN_DIR/checkpoints/ckpt_*.pt), e.g. {run}")
+        assert "truncated or corrupt" not in proc.stderr and "Traceback" not in proc.stderr
     (ckpt,) = (run / "checkpoints").glob("ckpt_*.pt")
     ckpt.write_bytes(b"not a checkpoint at all")
     for args in (["eval", str(ckpt)], ["eval", str(run)], ["--resume", str(run)]):
@@ -251,9 +279,25 @@ def test_eval_video_writes_an_mp4(main, tmp_path):
     assert main("--config", "pendulum", "--total-timesteps", "64", *TINY, "--run-dir", str(run)).returncode == 0
     proc = main("eval", str(run), "--episodes", "1", "--video")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (video,) = json.loads(last_line(proc.stdout))["videos"]
+    result = json.loads(last_line(proc.stdout))
+    (video,) = result["videos"]
+    assert result["video_episodes"] == 1 and video.endswith("-episode-0.mp4")
     data = open(video, "rb").read()
     assert len(data) > 1000 and data[4:8] == b"ftyp"  # an MP4 container
+    # the first N evaluation episodes, one mp4 each; --video-episodes alone implies --video
+    proc = main("eval", str(run), "--episodes", "3", "--video-episodes", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(last_line(proc.stdout))
+    assert result["eval_episodes"] == 3 and result["video_episodes"] == 2
+    stem = Path(result["checkpoint"]).stem
+    assert [Path(v).name for v in result["videos"]] == [f"{stem}-episode-{i}.mp4" for i in range(2)]
+    for path in result["videos"]:
+        assert open(path, "rb").read()[4:8] == b"ftyp"
+    assert sorted(p.name for p in Path(video).parent.iterdir()) == [Path(v).name for v in result["videos"]]
+    assert json.loads((Path(video).parent.parent / "eval.json").read_text()) == result
+    proc = main("eval", str(run), "--episodes", "2", "--video-episodes", "3")
+    assert proc.returncode == 2 and last_line(proc.stderr) == (
+        "error: --video-episodes 3 must be from 1 to --episodes (2): the videos are of the first evaluation episodes")
 
 
 def test_plot_writes_png(main, tmp_path):

@@ -33,6 +33,13 @@ from shell.tune import (
     resolve_settings,
     trial_config,
 )
+from shell.tune.outputs import (
+    IMPORTANCE_MIN_TRIALS,
+    _draw_history,
+    _draw_importances,
+    importances_note,
+    write_outputs,
+)
 
 from .conftest import ROOT, run_main
 
@@ -219,6 +226,56 @@ def test_trials_that_start_past_the_total_are_surplus(tmp_path):
     study.tell(first, 1.0)
     study.tell(second, state=optuna.trial.TrialState.FAIL)  # a failed trial frees its slot
     assert not _is_surplus(study, third, 2)
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # Optuna's matplotlib plots
+@pytest.mark.parametrize("complete", [3, 10])
+def test_importances_from_few_trials_carry_a_caveat_and_history_has_whole_trial_numbers(tmp_path, complete):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.ticker import MaxNLocator
+
+    space = write(tmp_path / "space.toml", SPACE)
+    settings, _, _ = resolve_settings("cartpole", complete, [0], None, [], str(tmp_path / "d"), None, None, str(space),
+                                      None, 2)
+    Path(settings.study_dir).mkdir()
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
+    for i in range(complete):
+        trial = study.ask()
+        for param in settings.space:
+            param.suggest(trial)
+        study.tell(trial, float(i % 4))
+    summary = write_outputs(study, settings)
+    assert set(summary["plots"]) == {"history", "importances"} and summary["notes"] == []
+    title = _draw_importances(study, complete).get_title(loc="left")
+    assert IMPORTANCE_MIN_TRIALS == 10  # as documented in README.md
+    if complete < IMPORTANCE_MIN_TRIALS:
+        note = summary["importances_note"]
+        assert note == importances_note(3) and "3 completed trials (fewer than 10)" in note and "\n" not in note
+        assert title.splitlines()[1] == "from only 3 completed trials (fewer than 10): too few to tell"
+    else:
+        assert summary["importances_note"] is None and title == "Hyperparameter Importances"
+    json.dumps(summary)  # the summary stays one JSON line
+    ax = _draw_history(study)
+    locator = ax.xaxis.get_major_locator()
+    assert isinstance(locator, MaxNLocator) and locator._integer
+    assert all(float(tick).is_integer() for tick in ax.get_xticks())
+    matplotlib.pyplot.close("all")
+
+
+def test_the_importances_note_is_absent_while_importances_are_not_drawn(tmp_path):
+    space = write(tmp_path / "space.toml", SPACE)
+    settings, _, _ = resolve_settings("cartpole", 1, [0], None, [], str(tmp_path / "d"), None, None, str(space),
+                                      None, 2)
+    Path(settings.study_dir).mkdir()
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    for param in settings.space:
+        param.suggest(trial)
+    study.tell(trial, 1.0)
+    summary = write_outputs(study, settings)
+    assert summary["importances_note"] is None and "importances" not in summary["plots"]
 
 
 def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_path):
