@@ -75,6 +75,14 @@ def _int_at_least(minimum: int):
     return parse
 
 
+def _version_line() -> str:
+    from shell.installation import git_state, package_version
+
+    commit, dirty = git_state()
+    source = f" (git {commit[:12]}{', dirty' if dirty else ''})" if commit else ""
+    return f"ppo-core {package_version() or 'not installed'}{source}"
+
+
 def program_name() -> str:
     """How the user called the CLI, for its messages: ``main.py``, ``python -m shell`` or ``ppo-core``."""
     name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
@@ -86,7 +94,9 @@ def program_name() -> str:
 def train_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=program_name(),
                      description="Train PPO on a gymnasium env (see also: eval, plot, export, tune, configs).")
-    parser.add_argument("--config", help="config file; also looked up in configs/ ('.toml' optional)")
+    parser.add_argument("--config", help="config file, or the name of a shipped config ('.toml' optional; "
+                        "list them with: configs)")
+    parser.add_argument("--version", action="version", version=_version_line())
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     parser.add_argument("--seed", type=_int_at_least(0), help="run.seed")
     parser.add_argument("--total-timesteps", type=_int_at_least(1), help="run.total_timesteps (global env steps)")
@@ -95,6 +105,11 @@ def train_parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config value (parsed as TOML, else a string); repeatable")
     return parser
+
+
+def configs_parser() -> argparse.ArgumentParser:
+    return _Parser(prog=f"{program_name()} configs", description="List the shipped configs (use one with --config "
+                   "NAME); a config file's first lines name the extra it needs.")
 
 
 def eval_parser() -> argparse.ArgumentParser:
@@ -159,6 +174,7 @@ def run(argv: list[str], stop: StopRequest) -> int:
 
         return run_worker(sys.stdin.read(), stop)
     if argv[:1] == ["configs"]:  # not JSON: a list for people (a config name per line)
+        configs_parser().parse_args(argv[1:])
         from shell.config import CONFIG_DIR, shipped_configs
 
         print(f"# shipped configs, in {CONFIG_DIR}; use one with --config NAME", flush=True)
@@ -260,7 +276,10 @@ def entry_point() -> None:
 
     Everything is written, closed and fsynced by then, so the interpreter's teardown is skipped: it
     spends about 0.7 s garbage-collecting torch's and dynamo's modules (measured in bench/)."""
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        code = main()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away (``ppo-core configs | head``): nothing more to say
+        code = 0
     os._exit(code)

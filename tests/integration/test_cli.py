@@ -163,3 +163,25 @@ def test_versions_json_names_the_package_version_and_the_checkout_commit(main, t
     assert versions["ppo_core"] == package_version()
     commit, dirty = git_state()
     assert versions["git_commit"] == commit and versions["git_dirty"] == dirty
+
+
+def test_configs_takes_no_flags_and_version_names_the_package(main):
+    from shell.installation import package_version
+
+    proc = main("configs", "--bogus")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith("unrecognized arguments: --bogus")
+    proc = main("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith(f"ppo-core {package_version() or 'not installed'}")
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path):
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    reader = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "configs"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=tmp_path)
+    reader.stdout.close()  # as `| head -0` would: nothing reads what it prints
+    _, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0 and b"Traceback" not in err
