@@ -33,13 +33,15 @@ class RunningMoments(nn.Module):
         self.register_buffer("count", torch.zeros((), dtype=STAT_DTYPE))
         self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
-    def observe(self, batch: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-        """Add a batch ``[B, *shape]`` to the pending statistics; with ``mask [B]`` bool, only its rows
-        (a NEXT_STEP backend's dummy steps are left out)."""
-        if mask is not None:
-            batch = batch[mask]
-            if batch.shape[0] == 0:
-                return
+    def observe(self, batch: torch.Tensor, valid: torch.Tensor) -> None:
+        """Add the valid rows of a batch ``[B, *shape]`` (``valid [B]`` bool) to the pending statistics.
+
+        The rows are selected, not weighted: with every row valid the statistics are bit for bit
+        those of the whole batch.
+        """
+        batch = batch[valid]
+        if batch.shape[0] == 0:
+            return
         mean, var, n = core.batch_moments(batch.to(STAT_DTYPE))
         n = torch.tensor(float(n), dtype=STAT_DTYPE, device=mean.device)
         self.pending = (mean, var, n) if self.pending is None else core.merge_moments(*self.pending, mean, var, n)
@@ -89,33 +91,36 @@ class ObsNormalizer(nn.Module):
         elif flat:
             self.key_moments = nn.ModuleDict({key: RunningMoments(part.shape) for key, part in flat.items()})
 
-    def _normalize(self, obs: torch.Tensor, moments: RunningMoments, update: bool,
-                   mask: torch.Tensor | None = None) -> torch.Tensor:
-        if update:
-            moments.observe(obs, mask)
+    def _normalize(self, obs: torch.Tensor, moments: RunningMoments) -> torch.Tensor:
         mean, var, _ = moments.current()
         return core.normalize_obs(obs, mean.to(obs.dtype), var.to(obs.dtype), self.clip)
 
-    def normalize(self, obs: Obs, update: bool = False, mask: torch.Tensor | None = None) -> Obs:
-        """Normalise an observation (``[N, S]``, or a dict of parts); with ``update`` first add it to
-        the pending statistics (only the rows where ``mask [N]`` is true, when given)."""
+    def normalize(self, obs: Obs) -> Obs:
+        """Normalise an observation (``[N, S]``, or a dict of parts) with the current statistics."""
         if self.moments is not None:
-            return self._normalize(obs, self.moments, update, mask)
+            return self._normalize(obs, self.moments)
         if self.key_moments is None:
             return obs
         out = dict(obs)
         for key, moments in self.key_moments.items():
-            out[key] = self._normalize(obs[key], moments, update, mask)
+            out[key] = self._normalize(obs[key], moments)
         return out
 
+    def update_and_normalize(self, obs: Obs, valid: torch.Tensor) -> Obs:
+        """Add the rows where ``valid [N]`` bool is true to the pending statistics, then :meth:`normalize`."""
+        for key, moments in self._keyed():
+            moments.observe(obs if key is None else obs[key], valid)
+        return self.normalize(obs)
+
     def commit(self, dist: Dist) -> None:
-        for moments in self._all():
+        for _, moments in self._keyed():
             moments.commit(dist)
 
-    def _all(self) -> list[RunningMoments]:
+    def _keyed(self) -> list[tuple[str | None, RunningMoments]]:
+        """Each statistics with its Dict key (None: the whole flat observation)."""
         if self.moments is not None:
-            return [self.moments]
-        return list(self.key_moments.values()) if self.key_moments is not None else []
+            return [(None, self.moments)]
+        return list(self.key_moments.items()) if self.key_moments is not None else []
 
 
 class RewardScaler(nn.Module):
@@ -132,11 +137,11 @@ class RewardScaler(nn.Module):
         self.moments = RunningMoments(()) if enabled else None
         self.discounted_return: torch.Tensor | None = None
 
-    def scale(self, reward: torch.Tensor, done: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+    def scale(self, reward: torch.Tensor, done: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """Scale ``[N]`` rewards of one step; ``done`` ends the envs' discounted returns after it.
 
-        ``valid [N]`` bool (a NEXT_STEP backend): rows that are dummy steps neither enter the
-        statistics nor change their env's discounted return.
+        Rows where ``valid [N]`` bool is false (a NEXT_STEP dummy step) neither enter the statistics
+        nor change their env's discounted return.
         """
         if self.moments is None:
             return reward
@@ -144,8 +149,7 @@ class RewardScaler(nn.Module):
             self.discounted_return = torch.zeros_like(reward, dtype=STAT_DTYPE)
         running = self.discounted_return
         returns, self.discounted_return = core.discounted_return_step(running, reward.to(STAT_DTYPE), done, self.gamma)
-        if valid is not None:
-            self.discounted_return = torch.where(valid, self.discounted_return, running)
+        self.discounted_return = torch.where(valid, self.discounted_return, running)
         self.moments.observe(returns, valid)
         _, var, _ = self.moments.current()
         return core.scale_rewards(reward, var, self.clip, self.eps)

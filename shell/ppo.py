@@ -79,10 +79,9 @@ class PPO:
                 if self.seq_len:
                     new_log_prob, entropy, new_value = self.agent.evaluate_sequences(
                         mb["obs"], mb["raw_actions"], mb["states"], mb["episode_starts"], self.generator)
-                    if "valid" in mb:  # a NEXT_STEP source's dummy steps stay out of the losses
-                        keep = mb["valid"]
-                        new_log_prob, entropy, new_value = new_log_prob[keep], entropy[keep], new_value[keep]
-                        mb = {k: mb[k][keep] for k in ("log_probs", "values", "advantages", "returns")}
+                    keep = mb["valid"]  # rows that are not valid stay in their sequence, out of the losses
+                    new_log_prob, entropy, new_value = new_log_prob[keep], entropy[keep], new_value[keep]
+                    mb = {k: mb[k][keep] for k in ("log_probs", "values", "advantages", "returns")}
                 else:
                     new_log_prob, entropy, new_value = self.agent.evaluate(mb["obs"], mb["raw_actions"],
                                                                            self.generator)

@@ -32,16 +32,14 @@ from shell.inference import Policy, agent_for_spaces, load_weights
 from shell.installation import git_state, package_version
 from shell.logs import CSV_FIELDS, RunLogs
 from shell.normalization import RewardScaler
-from shell.observations import map_obs
+from shell.observations import Obs
 from shell.policies import default_ent_coef
 from shell.ppo import PPO
+from shell.rollout import Collector
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.storage import RolloutStorage
 
 __all__ = ["CSV_FIELDS", "Trainer", "prepare_run_dir", "resolve_device"]  # resolve_device: shell.devices
-
-LOG_PROB_CHUNK_ELEMENTS = 4_194_304  # the rollout's log-prob pass in pieces of at most 16 MB of float input
-
 
 def default_run_dir(config: Config) -> Path:
     """``runs/<env>__s<seed>__<time>`` under the current folder, new (``-1``, ``-2``, ... if taken)."""
@@ -127,14 +125,12 @@ class Trainer:
         seq_len = (config.policy.seq_len or config.ppo.num_steps) if self.agent.recurrent else 0
         self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator, self.dist, seq_len)
         # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
-        state = self.agent.initial_state(config.env.num_envs, self.device)
+        state = self.agent.initial_state(1, self.device)
         self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.agent.layout,
                                       self.agent.actor.raw_action_shape, self.agent.actor.raw_action_dtype,
-                                      self.device, state_size=0 if state is None else state.shape[1],
-                                      has_dummies=getattr(self.env, "next_step", False))
-        # a recurrent policy's state per sub-env, carried across rollouts, and which observations start an episode
-        self.rnn_state = state
-        self.episode_start = torch.ones(config.env.num_envs, dtype=torch.bool, device=self.device)
+                                      self.device, state_size=0 if state is None else state.shape[1])
+        self.collector = Collector(self.env, self.agent, self.storage, self.reward_scaler, config, self.generator,
+                                   self.dist)
         self.update = 0
         self.env_steps = 0
         self.train_seconds = 0.0
@@ -208,8 +204,8 @@ class Trainer:
             self.stop.check()
 
     # ------------------------------------------------------------------ collect
-    def collect(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fill the storage with one rollout from ``obs``.
+    def collect(self, obs: Obs) -> tuple[Obs, torch.Tensor]:
+        """Fill the storage with one rollout from ``obs`` (:meth:`shell.rollout.Collector.collect`).
 
         Returns:
             The next observation, and ``[3]`` device totals over the episodes that
@@ -218,73 +214,15 @@ class Trainer:
         Raises:
             Interrupted: a stop was requested (polled before every env step).
         """
-        gamma = self.config.ppo.gamma
-        storage, agent = self.storage, self.agent
-        episodes = torch.zeros(3, device=self.device)
-        storage.reset()
-        normalize = agent.obs_normalizer.normalize
-        halfway = storage.num_steps // 2
-        sign_reward = self.config.env.sign_reward
-        recurrent = agent.recurrent
-        per_step = agent.values_in_step  # a shared Nature CNN: log pi_old and V(s_t) from the step's own pass
-        next_step = getattr(self.env, "next_step", False)
-        with torch.inference_mode():
-            for t in range(storage.num_steps):
-                if t == halfway:
-                    kill_point("rollout", self.update + 1)
-                if not self.dist.enabled:
-                    self.stop.check()
-                dummy = self.env.pending_dummy if next_step else None  # NEXT_STEP: steps that only reset
-                valid = None if dummy is None else ~dummy
-                norm_obs = normalize(obs, update=True, mask=valid)
-                if recurrent:  # log pi_old and V(s_t) step by step, with the state carried per sub-env
-                    state, start = self.rnn_state, self.episode_start
-                    sample, self.rnn_state = agent.sample_step(norm_obs, state, start, self.generator)
-                    action, raw_action = sample.action, sample.raw_action
-                elif per_step:
-                    sample = agent.get_action(norm_obs, generator=self.generator)
-                    action, raw_action = sample.action, sample.raw_action
-                else:
-                    action, raw_action = agent.sample_action(norm_obs, self.generator)
-                step = self.env.step(action)
-                done = step.terminated | step.truncated
-                reward = step.reward.sign() if sign_reward else step.reward  # statistics keep the score
-                reward = self.reward_scaler.scale(reward, done, valid) * self.config.ppo.reward_scale
-                if step.final_obs is not None:
-                    # Time-limit truncation bootstraps from V(final_obs) (DESIGN.md, "Truncation"),
-                    # the final observation normalised with the same statistics (and, for a
-                    # recurrent policy, the ended episode's state).
-                    final = normalize(step.final_obs)
-                    value = agent.value_step(final, self.rnn_state) if recurrent else agent.value(final)
-                    reward = core.bootstrap_truncated(reward, step.terminated, step.truncated, value, gamma)
-                if recurrent:
-                    storage.add(norm_obs, raw_action, reward, done, (sample.log_prob, sample.value), state, start,
-                                valid)
-                    # the reset rule: the state restarts at an episode's first observation
-                    self.episode_start = done if step.episode_start is None else step.episode_start
-                else:
-                    step_values = (sample.log_prob, sample.value) if per_step else None
-                    storage.add(norm_obs, raw_action, reward, done, step_values, valid=valid)
-                ended = step.episode_done
-                if ended is not None:
-                    episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
-                                             torch.where(ended, step.episode_length, 0).sum())).to(episodes.dtype)
-                obs = step.obs
-            if not (recurrent or per_step):
-                # log pi_old and V(s_t) of the whole rollout in batched passes (same parameters as at each step)
-                b_obs = map_obs(lambda x: x.flatten(0, 1), storage.obs)
-                b_raw = storage.raw_actions.flatten(0, 1)
-                per_sample = sum(x[0].numel() for x in (b_obs.values() if isinstance(b_obs, dict) else [b_obs]))
-                chunk = max(256, LOG_PROB_CHUNK_ELEMENTS // per_sample)  # Atari frames: 256; vectors: whole rollouts
-                parts = [agent.log_prob_and_value(map_obs(lambda x, i=i: x[i:i + chunk], b_obs), b_raw[i:i + chunk])
-                         for i in range(0, len(b_raw), chunk)]
-                storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
-            last_value = (agent.value_step(normalize(obs), self.rnn_state, self.episode_start) if recurrent
-                          else agent.value(normalize(obs)))
-            storage.compute_advantages(last_value, gamma, self.config.ppo.gae_lambda)
-        agent.obs_normalizer.commit(self.dist)
-        self.reward_scaler.commit(self.dist)
-        return obs, episodes
+        halfway = self.storage.num_steps // 2
+
+        def poll(t: int) -> None:
+            if t == halfway:
+                kill_point("rollout", self.update + 1)
+            if not self.dist.enabled:
+                self.stop.check()
+
+        return self.collector.collect(obs, poll)
 
     def _update_and_check(self, episodes: torch.Tensor) -> dict[str, Any]:
         """One PPO update, then one host sync to read the metrics and episode totals and check finiteness."""
@@ -329,8 +267,7 @@ class Trainer:
             # derived from its update count.
             offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
             obs = self.env.reset(seed=cfg.run.seed + offset)
-            self.reward_scaler.reset_returns()
-            self.episode_start.fill_(True)
+            self.collector.restart()
             start = time.perf_counter() - self.train_seconds
             while self.update < num_updates:
                 self._check_stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import torch
 
@@ -10,16 +11,47 @@ import core
 from shell.observations import Obs, ObsLayout, map_obs
 
 
+class Transition(NamedTuple):
+    """What one rollout step of N rows produces (PureJaxRL's ``Transition``), written by
+    :meth:`RolloutStorage.add`.
+
+    Attributes:
+        obs: the observation as the policy saw it (normalised), ``[N, ...]`` or a dict of parts.
+        raw_action: the action as the policy sampled it: ``[N, F]`` float pre-tanh, ``[N]`` or ``[N, K]`` long.
+        reward: ``[N]`` float32, scaled, with any truncation bootstrap folded in.
+        done: ``[N]`` bool, the episode ended at this step (terminated or truncated).
+        valid: ``[N]`` bool, the row is a real transition: False at a NEXT_STEP source's dummy step
+            (DESIGN.md, "Rows and the validity mask"). Always present; all true for other sources.
+        log_prob: ``[N]`` log pi_old of the raw action, or None when the rollout fills it afterwards,
+            batched (:meth:`RolloutStorage.set_log_probs_and_values`).
+        value: ``[N]`` V(s_t), or None likewise.
+        state: ``[N, S]`` a recurrent policy's state before the step (before the reset rule); None
+            for a feed-forward policy.
+        episode_start: ``[N]`` bool, the observation starts an episode (recurrent policies).
+    """
+
+    obs: Obs
+    raw_action: torch.Tensor
+    reward: torch.Tensor
+    done: torch.Tensor
+    valid: torch.Tensor
+    log_prob: torch.Tensor | None = None
+    value: torch.Tensor | None = None
+    state: torch.Tensor | None = None
+    episode_start: torch.Tensor | None = None
+
+
 class RolloutStorage:
     """One rollout of T steps from N envs, and the flattened minibatches built from it.
 
-    Stores what one step produces (PureJaxRL's ``Transition``): ``obs`` as the
-    policy saw it, the raw (pre-tanh) action, its ``log_prob``, ``values``,
-    ``rewards`` (with any truncation bootstrap already folded in) and ``dones``.
+    Stores each step's :class:`Transition`: ``obs`` as the policy saw it, the raw (pre-tanh)
+    action, its ``log_probs``, ``values``, ``rewards`` (with any truncation bootstrap already
+    folded in), ``dones`` and ``valid``. Rows that are not valid never enter a minibatch or a
+    loss; for a source without them, selecting the valid rows changes no bit of any result.
     """
 
     def __init__(self, num_steps: int, num_envs: int, layout: ObsLayout | int, action_shape: tuple[int, ...],
-                 action_dtype: torch.dtype, device: torch.device, state_size: int = 0, has_dummies: bool = False):
+                 action_dtype: torch.dtype, device: torch.device, state_size: int = 0):
         T, N = num_steps, num_envs
         self.num_steps, self.num_envs = T, N
         if isinstance(layout, int):  # a flat observation of that size
@@ -38,38 +70,35 @@ class RolloutStorage:
         # recurrent policies: the state before each step (before the reset rule) and the episode-start flags
         self.states = torch.zeros((T, N, state_size), device=device) if state_size else None
         self.episode_starts = torch.zeros((T, N), dtype=torch.bool, device=device) if state_size else None
-        # NEXT_STEP sources: False at dummy steps (kept out of the minibatches and the losses)
-        self.valid = torch.ones((T, N), dtype=torch.bool, device=device) if has_dummies else None
+        # False at rows that are no real transition (kept out of the minibatches and the losses)
+        self.valid = torch.ones((T, N), dtype=torch.bool, device=device)
         self.step = 0
 
-    def add(self, obs: Obs, raw_action: torch.Tensor, reward: torch.Tensor, done: torch.Tensor,
-            sample: tuple[torch.Tensor, torch.Tensor] | None = None, state: torch.Tensor | None = None,
-            episode_start: torch.Tensor | None = None, valid: torch.Tensor | None = None) -> None:
-        """Write step ``self.step``; raises RuntimeError when the storage is full.
+    def add(self, transition: Transition) -> None:
+        """Write ``transition`` at step ``self.step``; raises RuntimeError when the storage is full.
 
-        A feed-forward rollout fills ``log_probs`` and ``values`` for the whole rollout at once
-        afterwards; a recurrent one passes ``sample = (log_prob, value)`` of the step, the
-        ``state [N, S]`` it started from and its ``episode_start [N]`` flags. ``valid [N]`` bool is
-        False at a NEXT_STEP source's dummy steps.
+        A rollout whose policy gives no per-step ``log_prob`` and ``value`` fills them for the whole
+        rollout afterwards (:meth:`set_log_probs_and_values`); a recurrent policy's ``state`` and
+        ``episode_start`` are kept when the storage was made with a ``state_size``.
         """
         t = self.step
         if t >= self.num_steps:
             raise RuntimeError(f"RolloutStorage overflow: all {self.num_steps} steps are written; call reset()")
+        obs = transition.obs
         if isinstance(obs, dict):
             for key, value in obs.items():
                 self.obs[key][t] = value
         else:
             self.obs[t] = obs
-        self.raw_actions[t] = raw_action
-        self.rewards[t] = reward
-        self.dones[t] = done
-        if self.valid is not None:
-            self.valid[t] = valid
-        if sample is not None:
-            self.log_probs[t], self.values[t] = sample
+        self.raw_actions[t] = transition.raw_action
+        self.rewards[t] = transition.reward
+        self.dones[t] = transition.done
+        self.valid[t] = transition.valid
+        if transition.log_prob is not None:
+            self.log_probs[t], self.values[t] = transition.log_prob, transition.value
         if self.states is not None:
-            self.states[t] = state
-            self.episode_starts[t] = episode_start
+            self.states[t] = transition.state
+            self.episode_starts[t] = transition.episode_start
         self.step = t + 1
 
     def reset(self) -> None:
@@ -88,17 +117,17 @@ class RolloutStorage:
         torch.add(self.advantages, self.values, out=self.returns)
 
     def valid_values_and_returns(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Flattened ``values`` and ``returns`` of the real (non-dummy) steps, for explained variance."""
-        if self.valid is None:
-            return self.values.flatten(), self.returns.flatten()
+        """Flattened ``values`` and ``returns`` of the valid rows, for explained variance."""
         mask = self.valid.flatten()
         return self.values.flatten()[mask], self.returns.flatten()[mask]
 
     def minibatches(self, num_minibatches: int, generator: torch.Generator | None = None) -> Iterator[dict]:
         """Shuffle the flattened ``[T*N]`` batch with ``torch.randperm`` on the device and yield minibatches.
 
-        Each minibatch is a dict of ``mb_`` tensors: ``obs [B, ...]`` (a dict for Dict
-        observations), ``raw_actions [B, ...]``, ``log_probs``, ``values``, ``advantages``, ``returns`` (all ``[B]``).
+        The valid rows are selected from the permutation (not masked in the sums afterwards, which
+        would change the last bits of a source whose rows are all valid). Each minibatch is a dict
+        of ``mb_`` tensors: ``obs [B, ...]`` (a dict for Dict observations), ``raw_actions [B, ...]``,
+        ``log_probs``, ``values``, ``advantages``, ``returns`` (all ``[B]``).
         """
         b = {
             "obs": map_obs(lambda x: x.flatten(0, 1), self.obs),
@@ -108,11 +137,9 @@ class RolloutStorage:
             "advantages": self.advantages.flatten(),
             "returns": self.returns.flatten(),
         }
-        batch_size = self.num_steps * self.num_envs
-        perm = torch.randperm(batch_size, device=self.values.device, generator=generator)
-        if self.valid is not None:  # dummy steps never enter a minibatch
-            perm = perm[self.valid.flatten()[perm]]
-            batch_size = len(perm)
+        perm = torch.randperm(self.num_steps * self.num_envs, device=self.values.device, generator=generator)
+        perm = perm[self.valid.flatten()[perm]]  # rows that are not valid never enter a minibatch
+        batch_size = len(perm)
         size = batch_size // num_minibatches
         for start in range(0, size * num_minibatches, size):
             mb_inds = perm[start:start + size]
@@ -127,8 +154,8 @@ class RolloutStorage:
         split into ``num_minibatches`` equal groups of B sequences. Each minibatch holds ``obs``
         and ``raw_actions`` ``[L, B, ...]``, ``episode_starts [L, B]``, ``states [B, S]`` (the stored
         state before each sequence's first step), and ``log_probs``, ``values``, ``advantages``,
-        ``returns`` ``[L*B]`` in the time-major order of :meth:`ActorCritic.evaluate_sequences`, and
-        for a NEXT_STEP source ``valid [L*B]`` (dummy steps stay in a sequence but out of the losses).
+        ``returns`` and ``valid`` ``[L*B]`` in the time-major order of :meth:`ActorCritic.evaluate_sequences`
+        (rows that are not valid stay in a sequence, for the state, but out of the losses).
         """
         T, N, L = self.num_steps, self.num_envs, seq_len
         K = T // L
@@ -144,15 +171,13 @@ class RolloutStorage:
             "values": to_sequences(self.values),
             "advantages": to_sequences(self.advantages),
             "returns": to_sequences(self.returns),
+            "valid": to_sequences(self.valid),
         }
-        if self.valid is not None:
-            b["valid"] = to_sequences(self.valid)
         states = self.states.reshape(K, L, N, -1)[:, 0].reshape(K * N, -1)
         perm = torch.randperm(K * N, device=self.values.device, generator=generator)
         for mb_inds in perm.chunk(num_minibatches):
             mb = {k: map_obs(lambda x, i=mb_inds: x[:, i], v) for k, v in b.items()}
             for key in ("log_probs", "values", "advantages", "returns", "valid"):
-                if key in mb:
-                    mb[key] = mb[key].flatten()
+                mb[key] = mb[key].flatten()
             mb["states"] = states[mb_inds]
             yield mb

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import gymnasium as gym
+import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
@@ -40,7 +41,24 @@ def eval_config(cfg: EnvConfig) -> EnvConfig:
 def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
          wrappers: list | None = None) -> GymVecEnv:
     """The vector env of :func:`make_vector_env` behind :class:`GymVecEnv` (which handles a lost life)."""
-    return GymVecEnv(make_vector_env(cfg, num_envs), cfg, device, name=cfg.id)
+    return GymVecEnv(GymnasiumFinalObs(make_vector_env(cfg, num_envs)), cfg, device, name=cfg.id)
+
+
+class GymnasiumFinalObs(gym.vector.VectorWrapper):
+    """ale-py's ``AtariVectorEnv`` gives ``info["final_obs"]`` as one batched array; gymnasium's vector
+    envs give a numpy object array holding the rows whose episode ended, flagged by
+    ``info["_final_obs"] [N]`` bool. This wrapper converts the first into the second, so that
+    :class:`GymVecEnv` reads one format."""
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if "final_obs" in info and "_final_obs" not in info:
+            ended = np.logical_or(terminated, truncated)
+            final = np.empty(len(ended), dtype=object)
+            for i in np.flatnonzero(ended):
+                final[i] = info["final_obs"][i]
+            info = {**info, "final_obs": final, "_final_obs": ended}
+        return obs, reward, terminated, truncated, info
 
 
 # env.kwargs that ale-py's AtariVectorEnv takes as gymnasium's AtariEnv does (the rest have no counterpart there).

@@ -2,7 +2,8 @@
 
 A vector env of any backend has ``num_envs``, ``device``, ``observation_space`` and
 ``action_space`` (one sub-env's), ``max_episode_steps`` (the time limit, None for none),
-``pending_dummy`` (``[N]`` bool, or None for a source without NEXT_STEP dummy steps), and
+``valid`` (``[N]`` bool: the rows whose next step is a real transition; false only where a
+NEXT_STEP source's next step is a dummy that resets, DESIGN.md "Rows and the validity mask"), and
 ``reset(seed) -> obs``, ``step(action) -> StepResult``, ``close()``. Everything it returns is a
 tensor on the device; numpy appears only inside a backend, at its library's boundary.
 
@@ -73,7 +74,7 @@ class VecEnv(Protocol):
     max_episode_steps: int | None
 
     @property
-    def pending_dummy(self) -> torch.Tensor | None: ...
+    def valid(self) -> torch.Tensor: ...
 
     def reset(self, seed: int | None = None) -> Obs: ...
 

@@ -296,8 +296,8 @@ class GymVecEnv:
     episode ended resets on its next step, which ignores the action and returns the first
     observation of the new episode with reward 0. That step is a *dummy*. Here, the step that
     ends an episode returns its final observation as ``obs`` (and as ``final_obs`` for a
-    truncation's bootstrap), and :attr:`pending_dummy` flags the sub-envs whose next step is a
-    dummy, so that the runner keeps those steps out of GAE, the losses, the normalisers and the
+    truncation's bootstrap), and :attr:`valid` is false for the sub-envs whose next step is a
+    dummy, so that the rollout keeps those steps out of GAE, the losses, the normalisers and the
     episode statistics (gymnasium's RecordEpisodeStatistics skips them itself). The dummy step's
     ``episode_start`` marks the reset observation it returns.
 
@@ -334,6 +334,7 @@ class GymVecEnv:
         self.lives: np.ndarray | None = None
         self.num_envs = num_envs
         self.device = device
+        self._all_valid = torch.ones(num_envs, dtype=torch.bool, device=device)
         spec = self.env.spec
         #: the time limit of one episode: the config's override, else the registered one, else the sub-envs'
         #: own (a factory's or a ready vector env's TimeLimit; None = none)
@@ -354,9 +355,10 @@ class GymVecEnv:
         return to_tensor(obs, self.layout, self.device)
 
     @property
-    def pending_dummy(self) -> torch.Tensor | None:
-        """``[N]`` bool: the sub-envs whose next step is a NEXT_STEP dummy; None for a SAME_STEP env."""
-        return torch.as_tensor(self._pending, device=self.device) if self.next_step else None
+    def valid(self) -> torch.Tensor:
+        """``[N]`` bool: the sub-envs whose next step is a real transition (all but a NEXT_STEP env's
+        pending dummy steps)."""
+        return torch.as_tensor(~self._pending, device=self.device) if self.next_step else self._all_valid
 
     def reset(self, seed: int | None = None) -> Obs:
         """Reset every sub-env (sub-env i seeded ``seed + i``).
@@ -406,12 +408,8 @@ class GymVecEnv:
                 final_obs = self._encode(obs)
         # The final observation only matters for a truncation's bootstrap: skip it when nothing was truncated.
         elif "final_obs" in info and np.any(truncated & ~terminated):
-            final = info["final_obs"]
-            if "_final_obs" in info:  # gymnasium's vector envs: an object array, with a mask
-                final_obs = self._encode(stack_final_obs(obs, final, info["_final_obs"], self.layout))
-            else:  # ale-py's AtariVectorEnv: one batched array, read on the rows that ended
-                final_obs = self._encode(np.where((terminated | truncated).reshape(-1, *[1] * (obs.ndim - 1)),
-                                                  final, obs))
+            # gymnasium's format: an object array of the rows that ended, flagged by info["_final_obs"]
+            final_obs = self._encode(stack_final_obs(obs, info["final_obs"], info["_final_obs"], self.layout))
         if "_episode" in info:
             done = torch.as_tensor(info["_episode"], device=self.device)
             ep_return = torch.as_tensor(np.asarray(info["episode"]["r"], dtype=np.float32), device=self.device)

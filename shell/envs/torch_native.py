@@ -45,6 +45,8 @@ class TorchVecEnv:
         self.state = torch.zeros((num_envs, self.state_size), device=self.device)
         self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self.episode_return = torch.zeros(num_envs, device=self.device)
+        #: every row's next step is a real transition (SAME_STEP autoreset has no dummy steps)
+        self.valid = torch.ones(num_envs, dtype=torch.bool, device=self.device)
 
     def _uniform(self, n: int, high: torch.Tensor) -> torch.Tensor:
         u = torch.rand((n, high.numel()), generator=self.generator, device=self.device)

@@ -76,6 +76,33 @@ class ActorCritic(nn.Module):
         return (self.shared and not self.recurrent
                 and any(isinstance(m, ImageEncoder) and m.kind == "nature" for m in self.encoder.modules()))
 
+    @property
+    def values_in_rollout_step(self) -> bool:
+        """Whether :meth:`rollout_step` gives log pi_old and V(s_t) of each step (a recurrent policy, a
+        shared Nature CNN); otherwise the rollout computes them afterwards, batched (:meth:`log_prob_and_value`)."""
+        return self.recurrent or self.values_in_step
+
+    def rollout_step(self, obs: Obs, state: torch.Tensor | None, episode_start: torch.Tensor,
+                     generator: torch.Generator | None = None) -> tuple[ActionSample, torch.Tensor | None]:
+        """One rollout step on normalised observations ``[N, ...]``: the sample and the state after it.
+
+        A recurrent policy steps from ``state [N, S]`` with the reset rule at ``episode_start [N]``
+        bool (:meth:`sample_step`); a feed-forward one ignores both and returns ``state`` (None). The
+        sample's ``log_prob`` and ``value`` ``[N]`` are None unless :attr:`values_in_rollout_step`.
+        """
+        if self.recurrent:
+            return self.sample_step(obs, state, episode_start, generator)
+        if self.values_in_step:
+            return self.get_action(obs, generator=generator), state
+        action, raw = self.sample_action(obs, generator)
+        return ActionSample(action, raw, None, None), state
+
+    def rollout_value(self, obs: Obs, state: torch.Tensor | None,
+                      episode_start: torch.Tensor | None = None) -> torch.Tensor:
+        """``[N]`` values of normalised observations ``[N, ...]``: after ``state`` for a recurrent policy
+        (:meth:`value_step`; no restart when ``episode_start`` is None), else :meth:`value`."""
+        return self.value_step(obs, state, episode_start) if self.recurrent else self.value(obs)
+
     def _features(self, obs: Obs) -> tuple[torch.Tensor, torch.Tensor]:
         """Actor and critic features ``[N, F]`` (computed once when the encoder is shared)."""
         actor = self.encoder(obs)

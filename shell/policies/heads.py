@@ -30,14 +30,15 @@ class ActionSample(NamedTuple):
         raw_action: what storage keeps (dtype ``actor.raw_action_dtype``): the ``[N, F]``
             float pre-tanh Gaussian sample of the F free Box components, or the 0-based long
             indices.
-        log_prob: ``[N]`` log-density of the raw action under the policy.
-        value: ``[N]`` critic value of the observation.
+        log_prob: ``[N]`` log-density of the raw action under the policy (None where a rollout
+            computes it afterwards, batched: :meth:`ActorCritic.rollout_step`).
+        value: ``[N]`` critic value of the observation (None likewise).
     """
 
     action: torch.Tensor
     raw_action: torch.Tensor
-    log_prob: torch.Tensor
-    value: torch.Tensor
+    log_prob: torch.Tensor | None
+    value: torch.Tensor | None
 
 
 class SquashedGaussianActor(nn.Module):

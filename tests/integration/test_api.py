@@ -143,14 +143,13 @@ def test_no_dummy_step_of_a_next_step_env_enters_the_batch(tmp_path: Path, recur
     trainer = Trainer(cfg, tmp_path, env_source=counting_vec(), source_kind="vector_env")
     assert trainer.env.next_step
     raw_obs = []
-    normalize = trainer.agent.obs_normalizer.normalize
+    update_and_normalize = trainer.agent.obs_normalizer.update_and_normalize
 
-    def spy(obs, update=False, mask=None):
-        if update:  # the rollout's own observations (not the bootstrap's final ones)
-            raw_obs.append(obs.clone())
-        return normalize(obs, update, mask)
+    def spy(obs, valid):  # the rollout's own observations (not the bootstrap's final ones)
+        raw_obs.append(obs.clone())
+        return update_and_normalize(obs, valid)
 
-    trainer.agent.obs_normalizer.normalize = spy
+    trainer.agent.obs_normalizer.update_and_normalize = spy
     obs = trainer.env.reset(seed=0)
     obs, episodes = trainer.collect(obs)
     st = trainer.storage

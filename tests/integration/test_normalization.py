@@ -30,7 +30,7 @@ batches = st.lists(
 def test_running_moments_match_numpy_on_the_concatenated_data(batches, commit_every):
     moments = RunningMoments((3,))
     for i, batch in enumerate(batches):
-        moments.observe(torch.tensor(batch, dtype=torch.float32))
+        moments.observe(torch.tensor(batch, dtype=torch.float32), torch.ones(len(batch), dtype=torch.bool))
         if (i + 1) % commit_every == 0:
             moments.commit(Dist())
     mean, var, count = moments.current()
@@ -45,7 +45,7 @@ def test_return_scaler_counts_real_transitions_and_resets_at_episode_ends():
     seen = []
     for t in range(12):  # 2 envs, 4-step episodes: steps 3, 7, 11 end an episode (one terminates, one truncates)
         done = torch.tensor([t % 4 == 3, t % 4 == 3])
-        scaler.scale(torch.ones(2), done)
+        scaler.scale(torch.ones(2), done, torch.ones(2, dtype=torch.bool))
         seen.append(scaler.discounted_return.clone())
     scaler.commit(Dist())
     assert float(scaler.moments.count) == 24
@@ -61,9 +61,9 @@ def test_return_scaler_counts_real_transitions_and_resets_at_episode_ends():
 def test_obs_normalizer_clips_and_is_identity_when_disabled():
     off = ObsNormalizer(2, enabled=False)
     x = torch.randn(5, 2)
-    assert off.normalize(x, update=True) is x and not list(off.buffers())
+    assert off.update_and_normalize(x, torch.ones(5, dtype=torch.bool)) is x and not list(off.buffers())
     on = ObsNormalizer(2, enabled=True, clip=3.0)
-    on.normalize(torch.tensor([[0.0, 0.0], [0.0, 2.0]]), update=True)
+    on.update_and_normalize(torch.tensor([[0.0, 0.0], [0.0, 2.0]]), torch.ones(2, dtype=torch.bool))
     on.commit(Dist())
     out = on.normalize(torch.tensor([[1e6, 1.0]]))
     assert out[0, 0] == 3.0 and torch.isclose(out[0, 1], torch.tensor(0.0), atol=1e-6)

@@ -31,7 +31,7 @@ from shell.policies import ActorCritic
 from shell.ppo import PPO
 from shell.runner import Trainer
 from shell.stop import StopRequest
-from shell.storage import RolloutStorage
+from shell.storage import RolloutStorage, Transition
 
 from .custom_envs import COUNTING_LENGTHS, CountingEnv
 
@@ -299,7 +299,8 @@ def test_reward_scaler_divides_by_the_return_std_without_a_mean_shift():
     scaler = RewardScaler(gamma, enabled=True)
     got = []
     for t in range(len(rewards)):
-        got.append(scaler.scale(torch.tensor(rewards[t], dtype=torch.float32), torch.tensor(dones[t])))
+        got.append(scaler.scale(torch.tensor(rewards[t], dtype=torch.float32), torch.tensor(dones[t]),
+                                torch.ones(2, dtype=torch.bool)))
         if t == 3:
             scaler.commit(Dist())  # a rollout boundary in the middle: the statistics carry on
     got = torch.stack(got).double().numpy()
@@ -343,7 +344,8 @@ def zero_advantage_update(ent_coef: float) -> tuple[float, float, bool]:
         for _ in range(32):
             obs = torch.randn(2, 4, generator=gen)
             _, raw = agent.sample_action(obs, gen)
-            storage.add(obs, raw, torch.zeros(2), torch.zeros(2, dtype=torch.bool))
+            storage.add(Transition(obs, raw, torch.zeros(2), torch.zeros(2, dtype=torch.bool),
+                                   torch.ones(2, dtype=torch.bool)))
         flat_obs = storage.obs.flatten(0, 1)
         storage.set_log_probs_and_values(*agent.log_prob_and_value(flat_obs, storage.raw_actions.flatten(0, 1)))
         storage.advantages.zero_()
