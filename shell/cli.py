@@ -175,10 +175,12 @@ def run(argv: list[str], stop: StopRequest) -> int:
         return run_worker(sys.stdin.read(), stop)
     if argv[:1] == ["configs"]:  # not JSON: a list for people (a config name per line)
         configs_parser().parse_args(argv[1:])
-        from shell.config import CONFIG_DIR, shipped_configs
+        from shell.config import CONFIG_DIR, config_extra, shipped_configs
 
-        print(f"# shipped configs, in {CONFIG_DIR}; use one with --config NAME", flush=True)
-        print("\n".join(shipped_configs()), flush=True)
+        print(f"# shipped configs, in {CONFIG_DIR}; use one with --config NAME (an extra it needs in brackets)",
+              flush=True)
+        lines = [name + (f"  [{extra}]" if (extra := config_extra(name)) else "") for name in shipped_configs()]
+        print("\n".join(lines), flush=True)
         return 0
     if argv[:1] == ["tune"]:
         args = tune_parser().parse_args(argv[1:])

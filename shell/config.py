@@ -343,6 +343,12 @@ def shipped_configs() -> list[str]:
     return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
 
 
+def config_extra(name: str) -> str | None:
+    """The extra a shipped config needs, as its header comment names it ("Needs the atari extra"), or None."""
+    found = re.search(r"needs the ([\w-]+) extra", (CONFIG_DIR / f"{name}.toml").read_text(), re.IGNORECASE)
+    return found.group(1) if found else None
+
+
 def resolve_config_path(name: str) -> Path:
     """Find ``name`` as given (relative to the current folder), then among the shipped configs (package
     data, so from any folder and any install); ``.toml`` may be left out. A path the user gives wins.
@@ -491,7 +497,7 @@ def _toml_hint(section: str, key: str, raw: str) -> str:
         return value is not None
 
     def spelled(value: Any) -> str:
-        return "--set " + shlex.quote(f"{section}.{key}={_toml_value(value)}")
+        return "--set " + shlex.quote(f"{section}.{key}={toml_value(value)}")
 
     reading = _reading(raw, annotation)
     if valid(reading):
@@ -597,22 +603,23 @@ def dump_toml(config: Config) -> str:
         for key, value in values.items():
             if value is None:
                 continue
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
         lines.append("")
     return "\n".join(lines)
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """``value`` as TOML writes it (``true``, ``"text"``, ``[64, 64]``), for files and messages."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
     return repr(value)
 
 
 def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() else _toml_value(key)
+    return key if key.replace("_", "").replace("-", "").isalnum() else toml_value(key)

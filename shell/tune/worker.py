@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from shell.config import toml_value
 from shell.errors import TrainingError
 from shell.stop import StopRequest, exit_code
 from shell.tune.settings import Settings, trial_config
@@ -199,7 +200,7 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
     params = {p.key: p.suggest(trial) for p in settings.space}
     retry_of = _retry_of(_stored(study, trial.number))
     say(f"trial {trial.number} started{f' (retry of trial {retry_of})' if retry_of is not None else ''}: "
-        + ", ".join(f"{k}={v}" for k, v in params.items()))
+        + ", ".join(f"{k}={toml_value(v)}" for k, v in params.items()))  # as best.toml spells them
     trial_config(settings, params)  # an invalid combination fails here, before any run dir
     per_seed = settings.evals + 1
     finals: list[float] = []

@@ -132,8 +132,10 @@ def test_the_shipped_configs_are_the_repository_configs_and_listed(main):
         p.name for p in (ROOT / "configs").glob("*.toml"))
     proc = main("configs")
     assert proc.returncode == 0
-    names = [line for line in proc.stdout.splitlines() if not line.startswith("#")]
-    assert names == sorted(p.stem for p in (ROOT / "configs").glob("*.toml"))
+    lines = [line for line in proc.stdout.splitlines() if not line.startswith("#")]
+    assert [line.split()[0] for line in lines] == sorted(p.stem for p in (ROOT / "configs").glob("*.toml"))
+    # each with the extra its header names
+    assert "pong  [atari]" in lines and "doorkey  [minigrid]" in lines and "cartpole" in lines
 
 
 def test_a_config_not_found_is_a_short_line_that_says_how_to_list_them(main, tmp_path):
