@@ -209,6 +209,10 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
         if cfg.obs_keys is not None:
             context.append(f"env.obs_keys = {list(cfg.obs_keys)!r}")
         where = f" ({'; '.join(context)})" if context and not isinstance(exc, gym.error.Error) else ""
+        module = cfg.id.split(":")[0] if ":" in cfg.id else None
+        if module and f"No module named '{module.split('.')[0]}'" in msg:  # "my_module:MyEnv-v0" not importable
+            msg = (f"module {module!r} cannot be imported; put the folder that holds it on PYTHONPATH "
+                   f"(or run from that folder)")
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
 
 

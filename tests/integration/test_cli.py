@@ -66,6 +66,8 @@ def test_set_and_explicit_flags_precedence(main, tmp_path):
          "expected bool; write it as TOML: --set env.normalize_obs=true"),
         (["--config", "pendulum", "--total-timesteps", "0"], "--total-timesteps: must be an integer >= 1"),
         (["--config", "pendulum", "--set", "env.id=NoSuchEnv-v0"], "NoSuchEnv-v0"),
+        (["--config", "pendulum", "--set", "env.id=no_such_module:Env-v0"],
+         "module 'no_such_module' cannot be imported; put the folder that holds it on PYTHONPATH"),
         (["--config", "pendulum", "--set", "ppo.num_minibatches=7"], "not divisible"),
     ],
 )
