@@ -58,7 +58,8 @@ class Collector:
 
     def restart(self) -> None:
         """The envs were reset: every observation starts an episode, and no discounted return carries over."""
-        self.episode_start.fill_(True)
+        # a new tensor: the one a rollout left is an inference tensor, which no in-place write may touch
+        self.episode_start = torch.ones_like(self.episode_start)
         self.reward_scaler.reset_returns()
 
     def collect(self, obs: Obs, poll: Callable[[int], None]) -> tuple[Obs, torch.Tensor]:
