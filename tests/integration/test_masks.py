@@ -261,3 +261,32 @@ def test_torchrun_two_ranks_with_masks(tmp_path):
     assert summary["world_size"] == 2 and summary["env_steps"] == 2048
     _, _, state = load_agent(tmp_path / "run")
     assert state["action_mask"] == "method"
+
+
+def test_a_next_step_vector_env_with_masks_trains_and_its_dummy_rows_get_an_all_true_mask(tmp_path):
+    """A user's ready vector env in gymnasium's default NEXT_STEP mode: the step after an episode ends is a
+    dummy that ignores the action; its row's mask is all true (a stale mask must not matter)."""
+    import gymnasium as gym
+
+    from shell.config import load_config
+    from shell.envs import make_env
+
+    from .mask_envs import make_masked_pick
+
+    def vector():
+        return gym.vector.SyncVectorEnv([lambda: make_masked_pick("info", length=3)] * 4)
+
+    env = make_env(load_config("cartpole").env, torch.device("cpu"), source=vector())
+    try:
+        env.reset(seed=0)
+        assert env.mask_source == "info" and env.action_mask.shape == (4, 6)
+        for _ in range(3):
+            mask = env.action_mask
+            action = mask.long().argmax(dim=1)  # the first legal action of each row
+            env.step(action)
+        assert not env.valid.any() and env.action_mask.all()  # every sub-env's next step is a dummy
+    finally:
+        env.close()
+    result = train("cartpole", env=vector(), overrides=["ppo.num_steps=32", "run.eval_episodes=0"],
+                   total_timesteps=256, run_dir=tmp_path / "run", progress=False)
+    assert result.summary["env_steps"] == 256
