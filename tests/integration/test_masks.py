@@ -290,3 +290,51 @@ def test_a_next_step_vector_env_with_masks_trains_and_its_dummy_rows_get_an_all_
     result = train("cartpole", env=vector(), overrides=["ppo.num_steps=32", "run.eval_episodes=0"],
                    total_timesteps=256, run_dir=tmp_path / "run", progress=False)
     assert result.summary["env_steps"] == 256
+
+
+@pytest.mark.parametrize("space", [spaces.Discrete(5, start=2), spaces.MultiDiscrete([3, 1, 4]),
+                                   spaces.MultiBinary(6)])
+@pytest.mark.parametrize("recurrent", ["none", "gru"])
+def test_no_path_of_the_policy_returns_an_action_its_mask_forbids(space, recurrent):
+    """Every way the policy picks an action (rollout sample, batched sample, deterministic act, recurrent
+    step), with random masks that leave each component a legal action and large random weights."""
+    from shell.envs.masks import component_sizes, mask_size
+
+    torch.manual_seed(0)
+    agent = ActorCritic(4, space, PolicyConfig(recurrent=recurrent, hidden_sizes=[16]))
+    with torch.no_grad():
+        for p in agent.parameters():
+            p.mul_(50.0)  # confident logits: an illegal favourite is common
+    rng = np.random.default_rng(0)
+    n, size = 64, mask_size(space)
+    generator = torch.Generator().manual_seed(1)
+
+    def legal(action: torch.Tensor, mask: np.ndarray) -> bool:
+        a = action.reshape(n, -1).numpy()
+        if isinstance(space, spaces.MultiBinary):
+            return not np.any(a.astype(bool) & ~mask)
+        index = a - np.asarray(space.start).reshape(1, -1)
+        offsets = np.concatenate([[0], np.cumsum(component_sizes(space))[:-1]])
+        return bool(np.take_along_axis(mask, index + offsets, axis=1).all())
+
+    for _ in range(20):
+        mask = rng.random((n, size)) < 0.3
+        start = 0
+        for k in component_sizes(space):
+            block = mask[:, start:start + k]
+            block[np.arange(n), rng.integers(0, k, n)] |= ~block.any(axis=1)
+            start += k
+        m = torch.as_tensor(mask)
+        obs = torch.randn(n, 4)
+        state = agent.initial_state(n)
+        starts = torch.ones(n, dtype=torch.bool)
+        with torch.no_grad():
+            sample, _ = agent.rollout_step(obs, state, starts, generator, m)
+            assert legal(sample.action, mask)
+            for deterministic in (True, False):
+                action, _ = agent.act_step(obs, state, starts, deterministic, generator, action_mask=m)
+                assert legal(action, mask)
+            if recurrent == "none":
+                assert legal(agent.sample_action(obs, generator, m)[0], mask)
+                log_prob, entropy, _ = agent.evaluate(obs, sample.raw_action, generator, m)
+                assert torch.isfinite(log_prob).all() and torch.isfinite(entropy).all()
