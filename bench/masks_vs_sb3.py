@@ -126,7 +126,9 @@ def side_by_side(args: argparse.Namespace, config: str, sb3_script: str, sb3_arg
                         "median_ratio": round(sb3_median / ours_median, 2),
                         "ours_min_eval": min(r["ours_eval"] for r in rows),
                         "sb3_min_eval": min(r["sb3_eval"] for r in rows),
-                        "illegal_actions": sum(r.get("illegal_actions", 0) for r in rows)}}
+                        # counted only where the env wrapper ran (taxi)
+                        "illegal_actions": (sum(r["illegal_actions"] for r in rows)
+                                            if all("illegal_actions" in r for r in rows) else None)}}
 
 
 def own_variants(args: argparse.Namespace, variants: dict[str, tuple[str, tuple[str, ...]]]) -> dict:
