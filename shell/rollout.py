@@ -58,7 +58,8 @@ class Collector:
 
     def restart(self) -> None:
         """The envs were reset: every observation starts an episode, and no discounted return carries over."""
-        self.episode_start.fill_(True)
+        # a new tensor, not fill_: after a collect the flags are an inference tensor, which stays read-only outside
+        self.episode_start = torch.ones_like(self.episode_start)
         self.reward_scaler.reset_returns()
         # the first reset settles where masks come from ("auto" may find them in its info): the agent keeps it
         self.agent.action_mask_source = getattr(self.env, "mask_source", None)

@@ -221,6 +221,9 @@ def test_a_recurrent_masked_policy_solves_the_memory_task_a_feed_forward_one_can
     evaluated = main("eval", str(tmp_path / "mem"), "--episodes", "10")
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert last_json(evaluated.stdout)["eval_return_mean"] >= 0.9
+    if recurrent == "lstm":  # the mask input comes after the observation and before the recurrent state
+        exported = export_policy(tmp_path / "mem", "onnx", tmp_path / "mem.onnx")
+        assert exported.input_names == ["obs", "action_mask", "state", "episode_start"]
     policy = load_policy(tmp_path / "mem")
     env = CueChoiceEnv()
     total = 0.0
