@@ -150,7 +150,8 @@ def to_env_action(action: torch.Tensor, space: gym.Space) -> np.ndarray:
 
     Args:
         action: ``[N, A]`` float Box actions (``A = prod(space.shape)``), ``[N]`` Discrete or
-            ``[N, K]`` MultiDiscrete long actions (start included), on any device.
+            ``[N, K]`` MultiDiscrete long actions (start included), or ``[N, n]`` MultiBinary bits, on any
+            device (MultiBinary bits are reshaped to the space's shape and cast to int8).
         space: the single (per sub-env) action space.
 
     Returns:
@@ -162,4 +163,6 @@ def to_env_action(action: torch.Tensor, space: gym.Space) -> np.ndarray:
         if space.dtype.kind in "iu" and out.dtype.kind == "f":
             out = np.rint(out)
         out = np.clip(out, space.low, space.high)
+    elif isinstance(space, spaces.MultiBinary):
+        out = out.reshape(out.shape[0], *space.shape)
     return out.astype(space.dtype, copy=False)

@@ -121,6 +121,10 @@ class EnvConfig:
         "and optional kwargs = { ... }.", _wrapper_specs)
     obs_keys: list[str] | None = _field(None, "Dict observations: the keys to keep (FilterObservation); absent = all.",
                                         _names)
+    action_mask: str = _field("auto", "Invalid-action masks: 'info' (info['action_mask'] on reset and step), 'obs' "
+                              "(a Dict observation key 'action_mask', never fed to the encoder), 'method' (the env's "
+                              "action_masks()), 'none', or 'auto' (obs key, then method, then info; else none).",
+                              _one_of("auto", "none", "info", "obs", "method"))
     atari: bool = _field(False, "The standard Atari chain: 30 no-op starts, frame skip 4 with max-pooling, 84x84 "
                                 "grey, a frame stack (needs env.kwargs.frameskip = 1).")
     frame_stack: int = _field(4, "Frames stacked by the Atari chain.", _range(1))

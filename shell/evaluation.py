@@ -118,7 +118,11 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
             while any(r is None for r in returns):
                 if stop is not None:
                     stop.check()
-                action, state = agent.act_step(obs, state, start, deterministic=True)
+                mask = env.action_mask  # [N, A] bool where the env gives masks: a masked action is never chosen
+                if mask is None and getattr(agent, "action_mask_source", None) is not None:
+                    raise ConfigError(f"the policy was trained with action masks (env.action_mask = "
+                                      f"{agent.action_mask_source!r}) but the evaluation env {env_cfg.id!r} gives none")
+                action, state = agent.act_step(obs, state, start, deterministic=True, action_mask=mask)
                 step = env.step(action)
                 if on_step is not None:
                     on_step()

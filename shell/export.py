@@ -22,14 +22,21 @@ Output ``action``: ``[B, *action_space.shape]`` in the action space's dtype (flo
 spaces, int64 for Discrete and MultiDiscrete by default), exactly what ``Policy`` returns: the
 cast is part of the graph.
 
+A policy trained with action masks takes one more input after the observation parts (and before
+a recurrent state): ``action_mask`` ``[B, A]`` bool, True where legal (Discrete ``A = n``,
+MultiDiscrete the component masks concatenated, ``A = sum(nvec)``; MultiBinary ``A = n``, True where
+the bit may be set). The exported argmax never chooses a masked action. MultiBinary actions come
+out as ``[B, *shape]`` int8.
+
 A recurrent policy (``policy.recurrent``) carries its state explicitly: two more inputs after the
-observation parts, ``state`` ``[B, S]`` float32 (zeros to start; ``S`` in the metadata) and
+observation parts (and the mask), ``state`` ``[B, S]`` float32 (zeros to start; ``S`` in the metadata) and
 ``episode_start`` ``[B]`` bool (true where the observation is the first of an episode: the state
 restarts there), and a second output ``state_out`` ``[B, S]`` to feed back on the next step.
 
 Right after writing, the file is loaded back (onnxruntime for ONNX, ``torch.export.load`` for pt2)
 and run on observations sampled from the observation space, and on the same scaled by 10 (so Box
-actions saturate); its actions must equal ``Policy``'s (discrete actions exactly, Box actions
+actions saturate), with random masks for a masked policy (at least one legal action per component;
+every exported action must be legal); its actions must equal ``Policy``'s (discrete actions exactly, Box actions
 within ``1e-5 * max(1, largest |bound|)``), else the file is removed and :class:`ExportError` is
 raised.
 """
@@ -53,6 +60,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from shell.envs.masks import MASK_KEY, component_sizes, mask_size
 from shell.errors import ConfigError, ExportError
 from shell.inference import Policy, load_agent, resolve_checkpoint
 from shell.installation import install_hint
@@ -115,11 +123,14 @@ class DeterministicPolicy(nn.Module):
         super().__init__()
         self.agent = agent
         self.recurrent = bool(getattr(agent, "recurrent", False))
+        self.masked = getattr(agent, "action_mask_source", None) is not None
+        self.mask_size = int(agent.mask_size) if self.masked else 0
         self.state_size = int(agent.initial_state(1, torch.device("cpu")).shape[1]) if self.recurrent else 0
         self.layout: ObsLayout = obs_layout(observation_space)
         self.action_space = agent.action_space
         space = self.action_space
         self.box = isinstance(space, spaces.Box)
+        self.multi_binary = isinstance(space, spaces.MultiBinary)
         self.out_dtype = _torch_dtype(space.dtype)
         self.action_shape = tuple(space.shape)
         if self.box:
@@ -132,6 +143,8 @@ class DeterministicPolicy(nn.Module):
     @property
     def input_names(self) -> list[str]:
         names = ["obs" if key is None else str(key) for key in self.layout.parts]
+        if self.masked:
+            names.append(MASK_KEY)
         return [*names, "state", "episode_start"] if self.recurrent else names
 
     @property
@@ -151,14 +164,20 @@ class DeterministicPolicy(nn.Module):
         parts = self.layout.parts
         if self.recurrent:
             inputs, (state, episode_start) = inputs[:-2], inputs[-2:]
+        mask = None
+        if self.masked:
+            inputs, mask = inputs[:-1], inputs[-1].to(torch.bool)
         if self.layout.is_dict:
             obs: Any = {key: self._part(x, part) for (key, part), x in zip(parts.items(), inputs, strict=True)}
         else:
             obs = self._part(inputs[0], parts[None])
         if self.recurrent:
-            action, state = self.agent.act_step(obs, state, episode_start.to(torch.bool), deterministic=True)
+            action, state = self.agent.act_step(obs, state, episode_start.to(torch.bool), deterministic=True,
+                                                action_mask=mask)
         else:
-            action = self.agent.act(obs, deterministic=True)
+            action = self.agent.act(obs, deterministic=True, action_mask=mask)
+        if self.multi_binary:
+            action = action.reshape(action.shape[0], *self.action_shape)
         if self.box:  # shell.actions.to_env_action: reshape, clip in the common dtype, cast
             action = action.reshape(action.shape[0], *self.action_shape).to(self.clip_dtype)
             action = torch.minimum(torch.maximum(action, self.low), self.high)
@@ -201,6 +220,21 @@ def _check_observations(observation_space: gym.Space, n: int, seed: int = 0) -> 
     return scaled(stack(None), layout.parts[None])
 
 
+def check_masks(action_space: gym.Space, n: int, seed: int = 0) -> np.ndarray:
+    """``[n, A]`` random bool masks for the check: each entry legal with probability 1/2, at least one legal
+    action per component (row 0 is all true)."""
+    rng = np.random.default_rng(seed)
+    size = mask_size(action_space)
+    mask = rng.random((n, size)) < 0.5
+    mask[0] = True
+    start = 0
+    for k in component_sizes(action_space):
+        block = mask[:, start:start + k]
+        block[np.arange(n), rng.integers(0, k, n)] |= ~block.any(axis=1)
+        start += k
+    return mask
+
+
 def _require_onnx() -> None:
     missing = []
     for name in ONNX_PACKAGES:
@@ -215,6 +249,8 @@ def _require_onnx() -> None:
 def _example(module: DeterministicPolicy, observation_space: gym.Space) -> tuple[torch.Tensor, ...]:
     example = tuple(torch.from_numpy(x[:2]) for x in observation_inputs(_check_observations(observation_space, 2),
                                                                        observation_space))
+    if module.masked:
+        example += (torch.from_numpy(check_masks(module.action_space, 2)),)
     if module.recurrent:
         example += (torch.zeros(2, module.state_size), torch.ones(2, dtype=torch.bool))
     return example
@@ -307,23 +343,41 @@ def load_exported(path: str | Path, format: str):
     return run
 
 
-def check_exported(run: Any, policy: Policy, obs: Any, observation_space: gym.Space) -> float:
-    """Compare an exported function with ``policy`` on a batch of observations ``obs``.
+def check_exported(run: Any, policy: Policy, obs: Any, observation_space: gym.Space,
+                   masks: np.ndarray | None = None) -> float:
+    """Compare an exported function with ``policy`` on a batch of observations ``obs`` (and ``masks``
+    ``[B, A]`` bool for a masked policy).
 
     Returns:
         The largest absolute difference of the actions (0.0 for discrete actions).
 
     Raises:
-        ExportError: a different shape or dtype, a discrete action that differs, or a Box action
-            further than ``1e-5 * max(1, largest |bound|)`` from the policy's.
+        ExportError: a different shape or dtype, a discrete action that differs, a Box action
+            further than ``1e-5 * max(1, largest |bound|)`` from the policy's, or a masked action.
     """
-    expected = policy(obs)
-    got = np.asarray(run(*observation_inputs(obs, observation_space)))
+    expected = policy(obs, action_mask=masks)
+    got = np.asarray(run(*observation_inputs(obs, observation_space), *([] if masks is None else [masks])))
+    _check_legal(got, masks, policy.action_space)
     return _compare(got, expected, policy)
 
 
+def _check_legal(actions: np.ndarray, masks: np.ndarray | None, space: gym.Space) -> None:
+    """Raise ExportError if an exported action is one its mask forbids."""
+    if masks is None:
+        return
+    n = len(actions)
+    if isinstance(space, spaces.MultiBinary):
+        bad = (actions.reshape(n, -1).astype(bool) & ~masks).any(axis=1)
+    else:
+        index = (actions.reshape(n, -1) - np.asarray(space.start).reshape(1, -1)).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(component_sizes(space))[:-1]]).astype(np.int64)
+        bad = ~np.take_along_axis(masks, index + offsets, axis=1).all(axis=1)
+    if bad.any():
+        raise ExportError(f"the exported policy chose a masked action on {int(bad.sum())} of {n} observations")
+
+
 def check_exported_recurrent(run: Any, policy: Policy, obs: Any, observation_space: gym.Space,
-                             steps: int = RECURRENT_CHECK_STEPS) -> float:
+                             masks: np.ndarray | None = None, steps: int = RECURRENT_CHECK_STEPS) -> float:
     """:func:`check_exported` for a recurrent policy: ``steps`` steps on the batch ``obs`` (rolled by
     one row per step, so every step differs), the exported state fed back each step, the episode
     restarting in every third row at step 2. Returns the largest absolute difference."""
@@ -336,8 +390,11 @@ def check_exported_recurrent(run: Any, policy: Policy, obs: Any, observation_spa
         start = np.zeros(n, bool) if t else np.ones(n, bool)
         if t == 2:
             start[::3] = True
-        expected = policy(obs_t, episode_start=start)
-        got, state = run(*observation_inputs(obs_t, observation_space), state, start)
+        mask_t = None if masks is None else np.roll(masks, 2 * t, 0)
+        expected = policy(obs_t, episode_start=start, action_mask=mask_t)
+        got, state = run(*observation_inputs(obs_t, observation_space), *([] if mask_t is None else [mask_t]),
+                         state, start)
+        _check_legal(np.asarray(got), mask_t, policy.action_space)
         worst = max(worst, _compare(np.asarray(got), expected, policy))
     return worst
 
@@ -417,6 +474,9 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
         "output": {"name": "action", "shape": ["batch", *space.shape], "dtype": str(space.dtype),
                    "action_space": str(space)},
     }
+    if module.masked:
+        metadata["inputs"].append({"name": MASK_KEY, "shape": ["batch", module.mask_size], "dtype": "bool",
+                                   "source": agent.action_mask_source})
     if module.recurrent:
         metadata["inputs"] += [{"name": "state", "shape": ["batch", module.state_size], "dtype": "float32"},
                                {"name": "episode_start", "shape": ["batch"], "dtype": "bool"}]
@@ -435,9 +495,11 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
         run = load_exported(tmp, format)
         obs = _check_observations(observation_space, CHECK_SAMPLES)
         single = {k: v[:1] for k, v in obs.items()} if isinstance(obs, dict) else obs[:1]
+        masks = check_masks(space, 2 * CHECK_SAMPLES) if module.masked else None
         check = check_exported_recurrent if module.recurrent else check_exported
-        worst = check(run, policy, obs, observation_space)
-        worst = max(worst, check(run, policy, single, observation_space))  # a batch of one
+        worst = check(run, policy, obs, observation_space, masks)
+        worst = max(worst, check(run, policy, single, observation_space,
+                                 None if masks is None else masks[1:2]))  # a batch of one
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:

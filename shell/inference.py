@@ -29,6 +29,7 @@ from shell.checkpoint import latest_checkpoint, load_checkpoint, space_from_data
 from shell.config import Config, config_from_saved
 from shell.devices import resolve_device
 from shell.envs import make_env
+from shell.envs.masks import MASK_KEY, MaskError, check_mask, component_sizes, first_without_legal_action, mask_size
 from shell.errors import ConfigError
 from shell.observations import obs_layout, to_tensor
 from shell.policies import ActorCritic
@@ -158,6 +159,7 @@ def load_agent(target: str | Path, device: str | torch.device = "cpu",
     else:
         agent = agent_for_spaces(*stored, config).to(device)
     load_weights(agent, state)
+    agent.action_mask_source = state.get("action_mask")
     agent.eval()
     return agent, config, state
 
@@ -175,6 +177,12 @@ class Policy:
     observation is env 0). Call :meth:`reset` before a new episode, for all envs or for some
     (``policy.reset([2])``), or pass ``episode_start`` (``[N]`` bool) to restart those rows.
     A call with a different batch size starts every env afresh.
+
+    A policy trained with action masks (``agent.action_mask_source`` is not None) acts only with its
+    mask: ``policy(obs, action_mask=mask)`` (``[A]`` for one observation, ``[N, A]`` for a batch; bool,
+    or integers 0/1; MultiDiscrete: the component masks concatenated), or a Dict observation holding
+    the key ``"action_mask"``. Called without one it raises ValueError, since acting unmasked would
+    be silently wrong. A masked action is never returned.
 
     Args:
         agent: the ActorCritic.
@@ -209,14 +217,53 @@ class Policy:
             start[index] = True
             self._start = start
 
-    def __call__(self, obs: Any, episode_start: Any = None) -> np.ndarray:
+    @property
+    def masked(self) -> bool:
+        """Whether the policy was trained with action masks (and so needs one to act)."""
+        return getattr(self.agent, "action_mask_source", None) is not None
+
+    def __call__(self, obs: Any, episode_start: Any = None, action_mask: Any = None) -> np.ndarray:
         """The deterministic action(s): :meth:`act` with ``deterministic=True``."""
-        return self.act(obs, True, episode_start)
+        return self.act(obs, True, episode_start, action_mask=action_mask)
+
+    def _mask(self, obs: Any, action_mask: Any, single: bool, n: int) -> torch.Tensor | None:
+        """The ``[n, A]`` bool mask on the device from ``action_mask`` or ``obs["action_mask"]``; None when
+        neither is given to an unmasked policy.
+
+        Raises:
+            ValueError: a masked policy without a mask; a mask of the wrong shape, dtype or values, or one
+                that leaves a component with no legal action.
+        """
+        if action_mask is None and isinstance(obs, dict) and MASK_KEY in obs:
+            action_mask = obs[MASK_KEY]
+        if action_mask is None:
+            if self.masked:
+                raise ValueError("this policy was trained with action masks: pass action_mask=... (the env's "
+                                 f"{self.agent.action_mask_source} mask) or a Dict observation with key {MASK_KEY!r}")
+            return None
+        size = mask_size(self.action_space)
+        if size is None:
+            raise ValueError(f"action_mask: the action space {self.action_space} takes no action mask")
+        raw = np.asarray(action_mask)
+        try:
+            mask = check_mask(raw[None] if single else raw, n, size)
+        except MaskError as exc:
+            raise ValueError(f"action_mask: {exc}") from None
+        bad = first_without_legal_action(mask, component_sizes(self.action_space))
+        if bad is not None:
+            raise ValueError(f"action_mask: row {bad} leaves a component with no legal action")
+        return torch.as_tensor(mask, device=self.device)
 
     def act(self, obs: Any, deterministic: bool = True, episode_start: Any = None,
-            generator: torch.Generator | None = None) -> np.ndarray:
+            generator: torch.Generator | None = None, action_mask: Any = None) -> np.ndarray:
         """Action(s) for one observation or a batch ``[N, ...]``, as numpy in the action space's
-        shape and dtype; ``deterministic=False`` samples (from ``generator`` if given)."""
+        shape and dtype; ``deterministic=False`` samples (from ``generator`` if given); ``action_mask``
+        as in the class docstring.
+
+        Raises:
+            ValueError: see :meth:`_mask`.
+        """
+        raw_obs = obs
         if self.layout.is_dict:
             obs = {key: np.asarray(obs[key]) for key in self.layout.parts}
             single = all(obs[key].shape == tuple(p.space.shape) for key, p in self.layout.parts.items())
@@ -226,11 +273,12 @@ class Policy:
             single = obs.shape == tuple(self.observation_space.shape)
             batch = obs[None] if single else obs
         tensor = to_tensor(batch, self.layout, self.device)
+        n = len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
+        mask = self._mask(raw_obs, action_mask, single, n)
         with torch.inference_mode():
             if not self.recurrent:
-                return_action = self.agent.act(tensor, deterministic, generator)
+                return_action = self.agent.act(tensor, deterministic, generator, action_mask=mask)
             else:
-                n = len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
                 if self.state is None or self.state.shape[0] != n:
                     self.state = self.agent.initial_state(n, self.device)
                     self._start = torch.ones(n, dtype=torch.bool, device=self.device)
@@ -238,7 +286,7 @@ class Policy:
                     self._start |= torch.as_tensor(np.asarray(episode_start, dtype=bool).reshape(n),
                                                    device=self.device)
                 return_action, self.state = self.agent.act_step(tensor, self.state, self._start, deterministic,
-                                                                generator)
+                                                                generator, action_mask=mask)
                 self._start = torch.zeros_like(self._start)
             action = to_env_action(return_action, self.action_space)
         return action[0] if single else action

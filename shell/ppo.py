@@ -30,6 +30,9 @@ class PPO:
         self.seq_len = seq_len  # recurrent policies: update on sequences of this many steps (0: single steps)
         self.cfg = cfg
         self.ent_coef = ent_coef
+        # ppo.ent_coef left out: with masks the bonus is normalised per state, 0.01 * H(s) / sum_k ln n_legal,k(s)
+        # (core.entropy_weight); an explicit coefficient stays fixed
+        self.per_state_entropy = cfg.ent_coef is None
         self.generator = generator
         self.dist = dist or Dist()
         self.params = list(agent.parameters())
@@ -76,15 +79,17 @@ class PPO:
             epoch_kl = torch.zeros((), device=sums.device)
             n_mb = 0
             for mb in self._minibatches(storage):
+                mask = mb.get("action_masks")  # each stored action is scored under the mask it was drawn with
                 if self.seq_len:
                     new_log_prob, entropy, new_value = self.agent.evaluate_sequences(
-                        mb["obs"], mb["raw_actions"], mb["states"], mb["episode_starts"], self.generator)
+                        mb["obs"], mb["raw_actions"], mb["states"], mb["episode_starts"], self.generator, mask)
                     keep = mb["valid"]  # rows that are not valid stay in their sequence, out of the losses
                     new_log_prob, entropy, new_value = new_log_prob[keep], entropy[keep], new_value[keep]
+                    mask = None if mask is None else mask.flatten(0, 1)[keep]
                     mb = {k: mb[k][keep] for k in ("log_probs", "values", "advantages", "returns")}
                 else:
                     new_log_prob, entropy, new_value = self.agent.evaluate(mb["obs"], mb["raw_actions"],
-                                                                           self.generator)
+                                                                           self.generator, mask)
                 mb_advantages = mb["advantages"]
                 if cfg.norm_adv:
                     mb_advantages = self._normalize(mb_advantages)
@@ -92,7 +97,12 @@ class PPO:
                 v_loss = core.value_loss(new_value, mb["returns"], mb["values"],
                                          cfg.clip_coef if cfg.clip_vloss else None)
                 entropy_mean = entropy.mean()
-                loss = pg_loss + cfg.vf_coef * v_loss - self.ent_coef * entropy_mean
+                bonus = entropy_mean
+                if mask is not None and self.per_state_entropy:
+                    # ent_coef * w(s) * H(s) = 0.01 * H(s) / sum_k ln n_legal,k(s); w = 1.0 exactly where all is
+                    # legal, so an all-true mask gives the unmasked loss bit for bit
+                    bonus = (entropy * self.agent.entropy_weight(mask)).mean()
+                loss = pg_loss + cfg.vf_coef * v_loss - self.ent_coef * bonus
 
                 self.optimizer.zero_grad()
                 loss.backward()

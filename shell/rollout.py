@@ -61,6 +61,8 @@ class Collector:
         # a new tensor: the one a rollout left is an inference tensor, which no in-place write may touch
         self.episode_start = torch.ones_like(self.episode_start)
         self.reward_scaler.reset_returns()
+        # the first reset settles where masks come from ("auto" may find them in its info): the agent keeps it
+        self.agent.action_mask_source = getattr(self.env, "mask_source", None)
 
     def collect(self, obs: Obs, poll: Callable[[int], None]) -> tuple[Obs, torch.Tensor]:
         """Fill the storage with one rollout from ``obs`` and compute its advantages and returns.
@@ -87,7 +89,8 @@ class Collector:
                 valid = env.valid
                 norm_obs = normalizer.update_and_normalize(obs, valid)
                 state, start = self.rnn_state, self.episode_start
-                sample, self.rnn_state = agent.rollout_step(norm_obs, state, start, self.generator)
+                mask = env.action_mask  # [N, A] bool of obs, or None; it travels beside obs, to the heads only
+                sample, self.rnn_state = agent.rollout_step(norm_obs, state, start, self.generator, mask)
                 step = env.step(sample.action)
                 done = step.terminated | step.truncated
                 reward = step.reward.sign() if sign_reward else step.reward  # statistics keep the score
@@ -98,7 +101,7 @@ class Collector:
                     value = agent.rollout_value(normalizer.normalize(step.final_obs), self.rnn_state)
                     reward = core.bootstrap_truncated(reward, step.terminated, step.truncated, value, gamma)
                 storage.add(Transition(norm_obs, sample.raw_action, reward, done, valid, sample.log_prob,
-                                       sample.value, state, start))
+                                       sample.value, state, start, mask))
                 # the reset rule: the state restarts at an episode's first observation
                 self.episode_start = done if step.episode_start is None else step.episode_start
                 ended = step.episode_done
@@ -120,8 +123,10 @@ class Collector:
         storage, agent = self.storage, self.agent
         b_obs = map_obs(lambda x: x.flatten(0, 1), storage.obs)
         b_raw = storage.raw_actions.flatten(0, 1)
+        b_masks = None if storage.action_masks is None else storage.action_masks.flatten(0, 1)
         per_sample = sum(x[0].numel() for x in (b_obs.values() if isinstance(b_obs, dict) else [b_obs]))
         chunk = max(256, LOG_PROB_CHUNK_ELEMENTS // per_sample)  # Atari frames: 256; vectors: whole rollouts
-        parts = [agent.log_prob_and_value(map_obs(lambda x, i=i: x[i:i + chunk], b_obs), b_raw[i:i + chunk])
+        parts = [agent.log_prob_and_value(map_obs(lambda x, i=i: x[i:i + chunk], b_obs), b_raw[i:i + chunk],
+                                          None if b_masks is None else b_masks[i:i + chunk])
                  for i in range(0, len(b_raw), chunk)]
         storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))

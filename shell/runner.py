@@ -160,6 +160,7 @@ class Trainer:
             "generator": self.generator.get_state(),
             "rank_generators": self.dist.gather_objects(self.generator.get_state()),
             "spaces": self.spaces,
+            "action_mask": self.agent.action_mask_source,  # where the masks came from (None: unmasked)
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -28,6 +28,8 @@ class Transition(NamedTuple):
         state: ``[N, S]`` a recurrent policy's state before the step (before the reset rule); None
             for a feed-forward policy.
         episode_start: ``[N]`` bool, the observation starts an episode (recurrent policies).
+        action_mask: ``[N, A]`` bool, the legal actions of ``obs`` (the action was drawn under it);
+            None for an env without masks.
     """
 
     obs: Obs
@@ -39,6 +41,7 @@ class Transition(NamedTuple):
     value: torch.Tensor | None = None
     state: torch.Tensor | None = None
     episode_start: torch.Tensor | None = None
+    action_mask: torch.Tensor | None = None
 
 
 class RolloutStorage:
@@ -72,6 +75,8 @@ class RolloutStorage:
         self.episode_starts = torch.zeros((T, N), dtype=torch.bool, device=device) if state_size else None
         # False at rows that are no real transition (kept out of the minibatches and the losses)
         self.valid = torch.ones((T, N), dtype=torch.bool, device=device)
+        # [T, N, A] bool action masks, allocated by the first transition that has one (None: no masks)
+        self.action_masks: torch.Tensor | None = None
         self.step = 0
 
     def add(self, transition: Transition) -> None:
@@ -99,6 +104,11 @@ class RolloutStorage:
         if self.states is not None:
             self.states[t] = transition.state
             self.episode_starts[t] = transition.episode_start
+        if transition.action_mask is not None:
+            if self.action_masks is None:
+                self.action_masks = torch.ones((self.num_steps, self.num_envs, transition.action_mask.shape[-1]),
+                                               dtype=torch.bool, device=self.values.device)
+            self.action_masks[t] = transition.action_mask
         self.step = t + 1
 
     def reset(self) -> None:
@@ -127,7 +137,8 @@ class RolloutStorage:
         The valid rows are selected from the permutation (not masked in the sums afterwards, which
         would change the last bits of a source whose rows are all valid). Each minibatch is a dict
         of ``mb_`` tensors: ``obs [B, ...]`` (a dict for Dict observations), ``raw_actions [B, ...]``,
-        ``log_probs``, ``values``, ``advantages``, ``returns`` (all ``[B]``).
+        ``log_probs``, ``values``, ``advantages``, ``returns`` (all ``[B]``), and ``action_masks [B, A]``
+        when the rollout has masks.
         """
         b = {
             "obs": map_obs(lambda x: x.flatten(0, 1), self.obs),
@@ -137,6 +148,8 @@ class RolloutStorage:
             "advantages": self.advantages.flatten(),
             "returns": self.returns.flatten(),
         }
+        if self.action_masks is not None:
+            b["action_masks"] = self.action_masks.flatten(0, 1)
         perm = torch.randperm(self.num_steps * self.num_envs, device=self.values.device, generator=generator)
         perm = perm[self.valid.flatten()[perm]]  # rows that are not valid never enter a minibatch
         batch_size = len(perm)
@@ -155,7 +168,8 @@ class RolloutStorage:
         and ``raw_actions`` ``[L, B, ...]``, ``episode_starts [L, B]``, ``states [B, S]`` (the stored
         state before each sequence's first step), and ``log_probs``, ``values``, ``advantages``,
         ``returns`` and ``valid`` ``[L*B]`` in the time-major order of :meth:`ActorCritic.evaluate_sequences`
-        (rows that are not valid stay in a sequence, for the state, but out of the losses).
+        (rows that are not valid stay in a sequence, for the state, but out of the losses), and
+        ``action_masks [L, B, A]`` when the rollout has masks.
         """
         T, N, L = self.num_steps, self.num_envs, seq_len
         K = T // L
@@ -173,6 +187,8 @@ class RolloutStorage:
             "returns": to_sequences(self.returns),
             "valid": to_sequences(self.valid),
         }
+        if self.action_masks is not None:
+            b["action_masks"] = to_sequences(self.action_masks)
         states = self.states.reshape(K, L, N, -1)[:, 0].reshape(K * N, -1)
         perm = torch.randperm(K * N, device=self.values.device, generator=generator)
         for mb_inds in perm.chunk(num_minibatches):

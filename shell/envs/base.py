@@ -76,6 +76,11 @@ class VecEnv(Protocol):
     @property
     def valid(self) -> torch.Tensor: ...
 
+    @property
+    def action_mask(self) -> torch.Tensor | None:
+        """``[N, A]`` bool: the legal actions of the observation to act on next (None: no masks)."""
+        ...
+
     def reset(self, seed: int | None = None) -> Obs: ...
 
     def step(self, action: torch.Tensor) -> StepResult: ...
@@ -88,8 +93,8 @@ def check_action_space(space: spaces.Space) -> None:
 
     Served: Box of any shape (flattened; float or integer dtype, finite bounds, fixed
     ``low == high`` components held at their value, see :func:`shell.actions.box_action_layout`),
-    Discrete(n >= 2, start) and MultiDiscrete(1-D nvec with an entry >= 2, start), of any
-    integer dtype.
+    Discrete(n >= 2, start), MultiDiscrete(1-D nvec with an entry >= 2, start), of any
+    integer dtype, and MultiBinary of any shape (independent bits, flattened).
     """
     if isinstance(space, spaces.Box):
         box_action_layout(space)
@@ -102,8 +107,12 @@ def check_action_space(space: spaces.Space) -> None:
         if space.nvec.ndim != 1 or not np.any(space.nvec >= 2):
             raise ConfigError(f"unsupported action space {space}: MultiDiscrete needs a 1-D nvec with an entry >= 2")
         return
+    if isinstance(space, spaces.MultiBinary):
+        if int(np.prod(space.shape, dtype=np.int64)) < 1:
+            raise ConfigError(f"unsupported action space {space}: a MultiBinary action space needs a bit")
+        return
     raise ConfigError(
-        f"unsupported action space {space}; supported: Box with finite bounds, Discrete, MultiDiscrete"
+        f"unsupported action space {space}; supported: Box with finite bounds, Discrete, MultiDiscrete, MultiBinary"
     )
 
 

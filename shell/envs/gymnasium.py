@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 
 from shell.actions import to_env_action
 from shell.config import EnvConfig
+from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
@@ -308,6 +309,12 @@ class GymVecEnv:
     The C++ backends (ale, envpool) hand their vector envs to this class too; their modules build
     and reseed them.
 
+    Action masks (``env.action_mask``, shell/envs/masks.py): after every reset and step,
+    :attr:`action_mask` holds the ``[N, A]`` bool mask of the observation to act on next, read by the
+    convention :attr:`mask_source` names (``"info"``, ``"obs"``, ``"method"``; None: no masks). With
+    ``"obs"`` the ``"action_mask"`` key is left out of :attr:`observation_space` and of the observations.
+    A NEXT_STEP source's pending dummy rows get an all-true mask (the dummy step ignores the action).
+
     Args:
         vector_env: the ``gymnasium.vector.VectorEnv`` (SAME_STEP or NEXT_STEP, read from its
             ``metadata["autoreset_mode"]``); closed with this object.
@@ -348,9 +355,22 @@ class GymVecEnv:
         self.max_episode_steps = cfg.max_episode_steps or registered or sub_env_time_limit(vector_env)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
+        self._vector = vector_env  # for VectorEnv.call (the action_masks() convention)
+        self._mask: torch.Tensor | None = None
+        self._mask_size = masks.mask_size(self.action_space)
+        self._mask_components = masks.component_sizes(self.action_space)
+        self._steps = 0  # vector steps since this env was made, for messages
         try:
+            #: where the masks come from: "info", "obs", "method", masks.PENDING_INFO (until the first reset), None
+            self.mask_source = masks.resolve_source(cfg.action_mask, vector_env, self.observation_space,
+                                                    self.action_space)
+            if self.mask_source == "obs":
+                self.observation_space = masks.without_mask_key(self.observation_space)
             self.layout = obs_layout(self.observation_space, cfg.obs_keys)
             check_action_space(self.action_space)
+        except masks.MaskError as exc:
+            self.env.close()
+            raise ConfigError(f"env {self._name()}: {exc}") from None
         except ConfigError:
             self.env.close()
             raise
@@ -364,11 +384,17 @@ class GymVecEnv:
         pending dummy steps)."""
         return torch.as_tensor(~self._pending, device=self.device) if self.next_step else self._all_valid
 
+    @property
+    def action_mask(self) -> torch.Tensor | None:
+        """``[N, A]`` bool on the device: the legal actions of the last returned observation (None: no masks)."""
+        return self._mask
+
     def reset(self, seed: int | None = None) -> Obs:
         """Reset every sub-env (sub-env i seeded ``seed + i``).
 
         Raises:
-            TrainingError: the env raised (one line naming it and the error).
+            TrainingError: the env raised (one line naming it and the error), or a sub-env has no legal action.
+            ConfigError: the action masks have the wrong shape or dtype, or the convention finds none.
         """
         try:
             obs, info = self.env.reset(seed=seed)
@@ -377,7 +403,43 @@ class GymVecEnv:
         self._pending[:] = False
         if self.life_loss:
             self.lives = self._lives(info)
+        self._read_mask(obs, info, at_reset=True)
         return self._encode(obs)
+
+    def _read_mask(self, obs: Any, info: dict, at_reset: bool) -> None:
+        """Read, check and keep the masks of the observation just returned (see the class docstring).
+
+        Raises:
+            ConfigError: at a reset, a mask of the wrong shape, dtype or values, or no mask where one is asked.
+            TrainingError: the same at a step; a sub-env with no legal action; the env's method raised.
+        """
+        source = self.mask_source
+        if source is None:
+            return
+        if source == masks.PENDING_INFO:  # "auto": the first reset decides whether info carries masks
+            source = "info" if masks.MASK_KEY in info else None
+            self.mask_source = source
+            if source is None:
+                return
+        try:
+            raw = masks.read_mask(source, obs, info, self._vector, self.num_envs)
+            mask = masks.check_mask(raw, self.num_envs, self._mask_size)
+        except masks.MaskError as exc:
+            if at_reset:
+                raise ConfigError(f"env {self._name()}: {exc}") from None
+            raise TrainingError(f"env {self._name()}: {exc} (at vector step {self._steps})") from None
+        except Exception as exc:  # the env's action_masks() raised
+            raise TrainingError(f"env {self._name()} raised {type(exc).__name__} in {masks.METHOD}(): "
+                                f"{first_line(exc)}") from exc
+        if self.next_step and self._pending.any():
+            mask = mask.copy()
+            mask[self._pending] = True  # the dummy step ignores the action: a stale mask must not matter
+        bad = masks.first_without_legal_action(mask, self._mask_components)
+        if bad is not None:
+            where = "on reset" if at_reset else f"at vector step {self._steps}"
+            raise TrainingError(f"env {self._name()}: sub-env {bad} has no legal action {where} (its action mask "
+                                "leaves a component all false); every state needs a legal action")
+        self._mask = torch.as_tensor(mask, device=self.device)
 
     def _name(self) -> str:
         return getattr(self.env.spec, "id", None) or self._id or "env"
@@ -402,6 +464,7 @@ class GymVecEnv:
             obs, reward, terminated, truncated, info = self.env.step(env_action)
         except Exception as exc:  # an env that raises ends training with exit 1
             raise TrainingError(f"env {self._name()} raised {type(exc).__name__}: {exc}") from exc
+        self._steps += 1
         final_obs = done = ep_return = ep_length = start = None
         if self.next_step:
             # The step that ends an episode returns its final observation; the next one is a dummy.
@@ -424,6 +487,7 @@ class GymVecEnv:
             lives = self._lives(info)
             terminated = terminated | ((lives < self.lives) & ~(terminated | truncated))
             self.lives = lives
+        self._read_mask(obs, info, at_reset=False)
         return StepResult(
             obs=self._encode(obs),
             reward=torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device),

@@ -34,6 +34,8 @@ class TorchVecEnv:
     action_space: spaces.Space
     max_episode_steps: int
     state_size: int
+    action_mask: torch.Tensor | None = None  # the torch-native envs have no invalid actions
+    mask_source: str | None = None
 
     def __init__(self, num_envs: int, device: torch.device, max_episode_steps: int | None = None):
         self.num_envs = num_envs
@@ -159,6 +161,8 @@ TORCH_ENVS = {"Pendulum-v1": TorchPendulum, "CartPole-v1": TorchCartPole}
 
 
 def check_config(cfg: EnvConfig) -> None:
+    if cfg.action_mask not in ("auto", "none"):
+        raise ConfigError(f"env.action_mask = {cfg.action_mask!r}: the torch-native envs have no action masks")
     """Raises ConfigError for ``env.wrappers`` and for an id with no torch implementation."""
     refuse_wrappers(cfg)
     if cfg.id not in TORCH_ENVS:

@@ -61,6 +61,20 @@ class ActorCritic(nn.Module):
             features = cfg.rnn_hidden_size
         self.actor = make_actor(features, action_space, cfg)
         self.critic = mlp(features, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
+        #: where the env's action masks come from ("info", "obs" or "method", see shell/envs/masks.py), or None
+        #: for a policy trained without masks. A masked policy acts only with its mask (shell.inference.Policy).
+        self.action_mask_source: str | None = None
+
+    @property
+    def mask_size(self) -> int | None:
+        """The size of one action mask ``[A]`` (Discrete n, MultiDiscrete sum(nvec), MultiBinary n); None for Box."""
+        return getattr(self.actor, "mask_size", None)
+
+    def entropy_weight(self, action_mask: torch.Tensor) -> torch.Tensor:
+        """``[B]`` per-state weights of the summed entropy under ``action_mask [B, A]`` (core.entropy_weight):
+        the bonus ``ent_coef * w(s) * H(s)`` is ``0.01 * H(s) / sum_k ln n_legal,k(s)``; 1.0 exactly where
+        every action is legal."""
+        return self.actor.entropy_weight(action_mask)
 
     @property
     def values_in_step(self) -> bool:
@@ -83,18 +97,20 @@ class ActorCritic(nn.Module):
         return self.recurrent or self.values_in_step
 
     def rollout_step(self, obs: Obs, state: torch.Tensor | None, episode_start: torch.Tensor,
-                     generator: torch.Generator | None = None) -> tuple[ActionSample, torch.Tensor | None]:
+                     generator: torch.Generator | None = None,
+                     action_mask: torch.Tensor | None = None) -> tuple[ActionSample, torch.Tensor | None]:
         """One rollout step on normalised observations ``[N, ...]``: the sample and the state after it.
 
         A recurrent policy steps from ``state [N, S]`` with the reset rule at ``episode_start [N]``
         bool (:meth:`sample_step`); a feed-forward one ignores both and returns ``state`` (None). The
         sample's ``log_prob`` and ``value`` ``[N]`` are None unless :attr:`values_in_rollout_step`.
+        ``action_mask`` ``[N, A]`` bool (None: unmasked) restricts the sample to legal actions.
         """
         if self.recurrent:
-            return self.sample_step(obs, state, episode_start, generator)
+            return self.sample_step(obs, state, episode_start, generator, action_mask)
         if self.values_in_step:
-            return self.get_action(obs, generator=generator), state
-        action, raw = self.sample_action(obs, generator)
+            return self.get_action(obs, generator=generator, action_mask=action_mask), state
+        action, raw = self.sample_action(obs, generator, action_mask)
         return ActionSample(action, raw, None, None), state
 
     def rollout_value(self, obs: Obs, state: torch.Tensor | None,
@@ -108,12 +124,13 @@ class ActorCritic(nn.Module):
         actor = self.encoder(obs)
         return actor, actor if self.critic_encoder is None else self.critic_encoder(obs)
 
-    def act(self, raw_obs: Obs, deterministic: bool = True, generator: torch.Generator | None = None) -> torch.Tensor:
+    def act(self, raw_obs: Obs, deterministic: bool = True, generator: torch.Generator | None = None,
+            action_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The env action for raw observations, normalised with the saved statistics (never updated here).
 
         Returns ``[N, A]`` float32 inside the Box (fixed components at their value, integers
         rounded), or ``[N]`` / ``[N, K]`` long indices plus the start; shell.actions.to_env_action
-        casts it to the space's shape and dtype.
+        casts it to the space's shape and dtype. ``action_mask [N, A]`` bool: only legal actions.
 
         Raises:
             ValueError: the policy is recurrent; use :meth:`act_step` with a state.
@@ -121,7 +138,8 @@ class ActorCritic(nn.Module):
         if self.recurrent:
             raise ValueError("a recurrent policy acts with act_step(raw_obs, state, episode_start)")
         features = self.encoder(self.obs_normalizer.normalize(raw_obs))
-        action, _, _ = self.actor.sample(features, deterministic, generator, with_log_prob=False)
+        action, _, _ = self.actor.sample(features, deterministic, generator, with_log_prob=False,
+                                         **_mask_kw(action_mask))
         return action
 
     def value(self, obs: Obs) -> torch.Tensor:
@@ -130,36 +148,41 @@ class ActorCritic(nn.Module):
         return self.critic(encoder(obs)).squeeze(-1)
 
     def get_action(self, obs: Obs, deterministic: bool = False,
-                   generator: torch.Generator | None = None) -> ActionSample:
+                   generator: torch.Generator | None = None, action_mask: torch.Tensor | None = None) -> ActionSample:
         """Act on a batch: obs -> action (``[N, A]`` Box, ``[N]`` Discrete, ``[N, K]``
-        MultiDiscrete), raw_action (``[N, F]`` Box, as action otherwise), log_prob/value ``[N]``."""
+        MultiDiscrete, ``[N, n]`` MultiBinary), raw_action (``[N, F]`` Box, as action otherwise),
+        log_prob/value ``[N]``; ``action_mask [N, A]`` bool restricts it to legal actions."""
         actor, critic = self._features(obs)
-        action, raw, log_prob = self.actor.sample(actor, deterministic, generator)
+        action, raw, log_prob = self.actor.sample(actor, deterministic, generator, **_mask_kw(action_mask))
         return ActionSample(action, raw, log_prob, self.critic(critic).squeeze(-1))
 
-    def sample_action(self, obs: Obs, generator: torch.Generator | None = None):
+    def sample_action(self, obs: Obs, generator: torch.Generator | None = None,
+                      action_mask: torch.Tensor | None = None):
         """The rollout's cheap path: ``(action, raw_action)`` only.
 
         The rollout's log-probs and values are computed afterwards for the whole
         ``[T*N]`` batch in one pass (:meth:`log_prob_and_value`): the parameters do
         not change during a rollout, so this is the same function, batched.
         """
-        action, raw, _ = self.actor.sample(self.encoder(obs), False, generator, with_log_prob=False)
+        action, raw, _ = self.actor.sample(self.encoder(obs), False, generator, with_log_prob=False,
+                                           **_mask_kw(action_mask))
         return action, raw
 
-    def log_prob_and_value(self, obs: Obs, raw_action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Observations ``[B, ...]``, stored raw actions -> ``(log_prob [B], value [B])``."""
+    def log_prob_and_value(self, obs: Obs, raw_action: torch.Tensor,
+                           action_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Observations ``[B, ...]``, stored raw actions (and masks ``[B, A]``) -> ``(log_prob [B], value [B])``."""
         actor, critic = self._features(obs)
-        return self.actor.log_prob(actor, raw_action), self.critic(critic).squeeze(-1)
+        return self.actor.log_prob(actor, raw_action, **_mask_kw(action_mask)), self.critic(critic).squeeze(-1)
 
-    def evaluate(self, obs: Obs, raw_action: torch.Tensor,
-                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(self, obs: Obs, raw_action: torch.Tensor, generator: torch.Generator | None = None,
+                 action_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Minibatch observations ``[B, ...]``, stored raw actions -> ``(log_prob [B], entropy [B], value [B])``.
 
-        Raw actions are ``[B, F]`` float (the free Box components), ``[B]`` or ``[B, K]`` long.
+        Raw actions are ``[B, F]`` float (the free Box components), ``[B]`` or ``[B, K]`` long, ``[B, n]``
+        long bits; each is scored under its stored ``action_mask [B, A]`` when given.
         """
         actor, critic = self._features(obs)
-        log_prob, entropy = self.actor.evaluate(actor, raw_action, generator)
+        log_prob, entropy = self.actor.evaluate(actor, raw_action, generator, **_mask_kw(action_mask))
         return log_prob, entropy, self.critic(critic).squeeze(-1)
 
     # ------------------------------------------------------------------ recurrent policies
@@ -196,7 +219,8 @@ class ActorCritic(nn.Module):
         return flatten(actor_out if actor else None), flatten(critic_out if critic else None), new_state
 
     def sample_step(self, obs: Obs, state: torch.Tensor, episode_start: torch.Tensor,
-                    generator: torch.Generator | None = None) -> tuple[ActionSample, torch.Tensor]:
+                    generator: torch.Generator | None = None,
+                    action_mask: torch.Tensor | None = None) -> tuple[ActionSample, torch.Tensor]:
         """One rollout step of a recurrent policy on normalised observations ``[N, ...]``.
 
         ``state [N, S]`` is the state before the reset rule and ``episode_start [N]`` bool flags
@@ -205,7 +229,7 @@ class ActorCritic(nn.Module):
         """
         actor, critic, state = self._sequence_features(map_obs(lambda x: x.unsqueeze(0), obs), state,
                                                        episode_start.unsqueeze(0))
-        action, raw, log_prob = self.actor.sample(actor, False, generator)
+        action, raw, log_prob = self.actor.sample(actor, False, generator, **_mask_kw(action_mask))
         return ActionSample(action, raw, log_prob, self.critic(critic).squeeze(-1)), state
 
     def value_step(self, obs: Obs, state: torch.Tensor, episode_start: torch.Tensor | None = None) -> torch.Tensor:
@@ -218,8 +242,8 @@ class ActorCritic(nn.Module):
         return self.critic(critic).squeeze(-1)
 
     def act_step(self, raw_obs: Obs, state: torch.Tensor | None, episode_start: torch.Tensor | None,
-                 deterministic: bool = True,
-                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                 deterministic: bool = True, generator: torch.Generator | None = None,
+                 action_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """:meth:`act` for any policy: ``(action, state after this step)``.
 
         For a feed-forward policy ``state`` is None and stays None. For a recurrent one, ``state``
@@ -227,14 +251,16 @@ class ActorCritic(nn.Module):
         observation of an episode (where the state restarts); only the actor's core runs.
         """
         if not self.recurrent:
-            return self.act(raw_obs, deterministic, generator), None
+            return self.act(raw_obs, deterministic, generator, action_mask), None
         obs = map_obs(lambda x: x.unsqueeze(0), self.obs_normalizer.normalize(raw_obs))
         actor, _, state = self._sequence_features(obs, state, episode_start.unsqueeze(0), critic=False)
-        action, _, _ = self.actor.sample(actor, deterministic, generator, with_log_prob=False)
+        action, _, _ = self.actor.sample(actor, deterministic, generator, with_log_prob=False,
+                                         **_mask_kw(action_mask))
         return action, state
 
     def evaluate_sequences(self, obs: Obs, raw_action: torch.Tensor, state: torch.Tensor,
-                           episode_start: torch.Tensor, generator: torch.Generator | None = None
+                           episode_start: torch.Tensor, generator: torch.Generator | None = None,
+                           action_mask: torch.Tensor | None = None
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """:meth:`evaluate` for a recurrent policy, replaying sequences from their start states.
 
@@ -243,10 +269,17 @@ class ActorCritic(nn.Module):
             raw_action: stored raw actions ``[L, B, ...]``.
             state: ``[B, S]`` the stored state before each sequence's first step.
             episode_start: ``[L, B]`` bool.
+            action_mask: ``[L, B, A]`` bool, the stored masks, or None.
 
         Returns:
             ``(log_prob, entropy, value)``, each ``[L*B]`` in time-major order.
         """
         actor, critic, _ = self._sequence_features(obs, state, episode_start)
-        log_prob, entropy = self.actor.evaluate(actor, raw_action.flatten(0, 1), generator)
+        mask = None if action_mask is None else action_mask.flatten(0, 1)
+        log_prob, entropy = self.actor.evaluate(actor, raw_action.flatten(0, 1), generator, **_mask_kw(mask))
         return log_prob, entropy, self.critic(critic).squeeze(-1)
+
+
+def _mask_kw(action_mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """The actor heads' ``action_mask`` keyword, left out when there is none (the Box head takes no mask)."""
+    return {} if action_mask is None else {"action_mask": action_mask}

@@ -168,6 +168,12 @@ class CategoricalActor(nn.Module):
     Storage keeps the 0-based index (``raw_action``): ``[N]`` long for
     Discrete, ``[N, K]`` for MultiDiscrete; the space's ``start`` is added only
     to the action sent to the env.
+
+    Action masks (``action_mask``, optional everywhere): ``[N, n]`` bool for Discrete, the K component
+    masks concatenated ``[N, sum(nvec)]`` for MultiDiscrete (the logits' layout), True where legal.
+    A masked action has probability exactly 0 and is never sampled nor chosen by the argmax
+    (core/masks.py); without a mask (None) the maths is the unmasked one, and an all-true mask gives
+    the same bits.
     """
 
     def __init__(self, in_size: int, action_space: spaces.Discrete | spaces.MultiDiscrete, cfg: PolicyConfig):
@@ -192,14 +198,27 @@ class CategoricalActor(nn.Module):
         """The shape of one stored raw action: ``()`` for Discrete, ``(K,)`` for MultiDiscrete."""
         return (len(self.nvec),) if self.multi else ()
 
+    @property
+    def mask_size(self) -> int:
+        """The size of one action mask: ``n`` for Discrete, ``sum(nvec)`` for MultiDiscrete."""
+        return sum(self.nvec)
+
     def _logits(self, features: torch.Tensor) -> list[torch.Tensor]:
         """``[N, H]`` features -> one ``[N, n_k]`` logits tensor per component."""
         logits = self.net(features)
         return logits.split(self.nvec, dim=-1) if self.multi else [logits]
 
-    def distributions(self, features: torch.Tensor) -> list[Categorical]:
-        """``[N, H]`` features -> one Categorical of batch shape ``[N]`` per component."""
-        return [Categorical(logits=part, validate_args=False) for part in self._logits(features)]
+    def _masks(self, action_mask: torch.Tensor, batch: int) -> list[torch.Tensor]:
+        check_mask_shape(action_mask, batch, self.mask_size)
+        return list(action_mask.split(self.nvec, dim=-1)) if self.multi else [action_mask]
+
+    def distributions(self, features: torch.Tensor, action_mask: torch.Tensor | None = None) -> list[Categorical]:
+        """``[N, H]`` features -> one Categorical of batch shape ``[N]`` per component (masked when given)."""
+        parts = self._logits(features)
+        if action_mask is None:
+            return [Categorical(logits=part, validate_args=False) for part in parts]
+        masks = self._masks(action_mask, features.shape[0])
+        return [core.masked_categorical(part, m) for part, m in zip(parts, masks, strict=True)]
 
     def _index_columns(self, raw_action: torch.Tensor, batch: int) -> list[torch.Tensor]:
         expected = (batch, len(self.nvec)) if self.multi else (batch,)
@@ -211,41 +230,145 @@ class CategoricalActor(nn.Module):
         return list(raw_action.unbind(-1)) if self.multi else [raw_action]
 
     def sample(self, features: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
-               with_log_prob: bool = True):
-        """Return ``(action, raw_action, log_prob [N] or None)``; deterministic takes the argmax.
+               with_log_prob: bool = True, action_mask: torch.Tensor | None = None):
+        """Return ``(action, raw_action, log_prob [N] or None)``; deterministic takes the (legal) argmax.
 
         Sampling uses core.categorical_sample (Gumbel-max), about 6x cheaper per rollout
-        step than ``Categorical.sample``; the distribution is the same.
+        step than ``Categorical.sample``; the distribution is the same. With ``action_mask``
+        only legal actions are drawn (core.masked_categorical_sample, the same noise).
         """
         parts = self._logits(features)
-        if deterministic:
-            columns = [part.argmax(dim=-1) for part in parts]
+        masks = None if action_mask is None else self._masks(action_mask, features.shape[0])
+        if masks is None:
+            if deterministic:
+                columns = [part.argmax(dim=-1) for part in parts]
+            else:
+                columns = [core.categorical_sample(part, torch.empty_like(part).exponential_(generator=generator))
+                           for part in parts]
+        elif deterministic:
+            columns = [core.masked_argmax(part, m) for part, m in zip(parts, masks, strict=True)]
         else:
-            columns = [core.categorical_sample(part, torch.empty_like(part).exponential_(generator=generator))
-                       for part in parts]
+            columns = [core.masked_categorical_sample(part, m, torch.empty_like(part).exponential_(generator=generator))
+                       for part, m in zip(parts, masks, strict=True)]
         log_prob = None
         if with_log_prob:
-            dists = [Categorical(logits=part, validate_args=False) for part in parts]
+            if masks is None:
+                dists = [Categorical(logits=part, validate_args=False) for part in parts]
+            else:
+                dists = [core.masked_categorical(part, m) for part, m in zip(parts, masks, strict=True)]
             log_prob = sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
         raw = torch.stack(columns, dim=-1) if self.multi else columns[0]
         return raw + self.action_start, raw, log_prob
 
-    def log_prob(self, features: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
-        """``[B]`` log-probability of stored indices under the current logits."""
-        dists = self.distributions(features)
+    def log_prob(self, features: torch.Tensor, raw_action: torch.Tensor,
+                 action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``[B]`` log-probability of stored indices under the current logits (and the stored mask)."""
+        dists = self.distributions(features, action_mask)
         columns = self._index_columns(raw_action, features.shape[0])
         return sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
 
-    def evaluate(self, features: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
+    def evaluate(self, features: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None,
+                 action_mask: torch.Tensor | None = None):
         """Return ``(log_prob [B], entropy [B])`` of stored indices under the current logits.
 
+        With ``action_mask`` each action is scored under its stored mask and the entropy is the
+        masked one (core.masked_log_prob_and_entropy: masked terms exactly 0).
+
         Raises:
-            ValueError: if ``raw_action`` is not ``[B]`` (Discrete) or ``[B, K]`` (MultiDiscrete).
+            ValueError: if ``raw_action`` is not ``[B]`` (Discrete) or ``[B, K]`` (MultiDiscrete), or the
+                mask is not ``[B, mask_size]`` bool.
         """
-        dists = self.distributions(features)
         columns = self._index_columns(raw_action, features.shape[0])
-        log_prob = sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
-        return log_prob, sum(d.entropy() for d in dists)
+        if action_mask is None:
+            dists = self.distributions(features)
+            log_prob = sum(d.log_prob(c) for d, c in zip(dists, columns, strict=True))
+            return log_prob, sum(d.entropy() for d in dists)
+        parts = self._logits(features)
+        masks = self._masks(action_mask, features.shape[0])
+        pairs = [core.masked_log_prob_and_entropy(part, m, c) for part, m, c in zip(parts, masks, columns, strict=True)]
+        return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+    def entropy_weight(self, action_mask: torch.Tensor) -> torch.Tensor:
+        """``[B]`` per-state weights of the summed entropy (core.entropy_weight; 1.0 where all is legal)."""
+        return core.entropy_weight(action_mask, self.nvec)
+
+
+class BernoulliActor(nn.Module):
+    """Independent Bernoulli bits over logits for MultiBinary(shape), on features ``[N, H]``.
+
+    ``n = prod(shape)`` logits, one per bit (log-odds of the bit being 1); the log-prob and the entropy
+    are summed over bits (core.bernoulli_log_prob, core.bernoulli_entropy). Storage keeps the bits as
+    ``[N, n]`` long; the env boundary reshapes them to the space's shape and casts to int8.
+
+    Action masks (optional): ``[N, n]`` bool, True where the bit may be set; a bit that may not be set
+    is 0 with probability exactly 1 (sampled, deterministic, and in the log-prob and entropy).
+    """
+
+    def __init__(self, in_size: int, action_space: spaces.MultiBinary, cfg: PolicyConfig):
+        super().__init__()
+        self.n = int(np.prod(action_space.shape, dtype=np.int64))
+        self.nvec = [2] * self.n
+        self.net = mlp(in_size, cfg.hidden_sizes, self.n, cfg.activation, out_gain=0.01)
+
+    @property
+    def raw_action_dtype(self) -> torch.dtype:
+        return torch.long
+
+    @property
+    def raw_action_shape(self) -> tuple[int, ...]:
+        return (self.n,)
+
+    @property
+    def mask_size(self) -> int:
+        return self.n
+
+    def _mask(self, action_mask: torch.Tensor | None, batch: int) -> torch.Tensor | None:
+        if action_mask is not None:
+            check_mask_shape(action_mask, batch, self.n)
+        return action_mask
+
+    def sample(self, features: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
+               with_log_prob: bool = True, action_mask: torch.Tensor | None = None):
+        """Return ``(bits [N, n], bits [N, n], log_prob [N] or None)``; deterministic sets the bits with logit > 0."""
+        logits = self.net(features)
+        mask = self._mask(action_mask, features.shape[0])
+        if deterministic:
+            bits = core.bernoulli_mode(logits, mask)
+        else:
+            uniform = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
+            bits = core.bernoulli_sample(logits, uniform, mask)
+        log_prob = core.bernoulli_log_prob(logits, bits, mask) if with_log_prob else None
+        return bits, bits, log_prob
+
+    def _bits(self, raw_action: torch.Tensor, batch: int) -> torch.Tensor:
+        if tuple(raw_action.shape) != (batch, self.n):
+            raise ValueError(f"raw_action of shape {list(raw_action.shape)} does not match the action shape "
+                             f"{[batch, self.n]}")
+        return raw_action
+
+    def log_prob(self, features: torch.Tensor, raw_action: torch.Tensor,
+                 action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = self._mask(action_mask, features.shape[0])
+        return core.bernoulli_log_prob(self.net(features), self._bits(raw_action, features.shape[0]), mask)
+
+    def evaluate(self, features: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None,
+                 action_mask: torch.Tensor | None = None):
+        """Return ``(log_prob [B], entropy [B])`` of stored bits ``[B, n]``."""
+        logits = self.net(features)
+        mask = self._mask(action_mask, features.shape[0])
+        bits = self._bits(raw_action, features.shape[0])
+        return core.bernoulli_log_prob(logits, bits, mask), core.bernoulli_entropy(logits, mask)
+
+    def entropy_weight(self, action_mask: torch.Tensor) -> torch.Tensor:
+        """``[B]`` per-state weights: ``n ln 2 / (free bits * ln 2)`` (0 where no bit is free)."""
+        return core.entropy_weight(core.bernoulli_mask_as_categorical(action_mask), self.nvec)
+
+
+def check_mask_shape(action_mask: torch.Tensor, batch: int, size: int) -> None:
+    """Raise ValueError (one line) unless ``action_mask`` is ``[batch, size]`` bool."""
+    if action_mask.dtype != torch.bool or tuple(action_mask.shape) != (batch, size):
+        raise ValueError(f"action_mask must be a bool tensor of shape {[batch, size]}, got {action_mask.dtype} "
+                         f"{list(action_mask.shape)}")
 
 
 def make_actor(in_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.Module:
@@ -256,13 +379,18 @@ def make_actor(in_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.M
     """
     if isinstance(action_space, spaces.Box):
         return SquashedGaussianActor(in_size, action_space, cfg)
+    if isinstance(action_space, spaces.MultiBinary):
+        return BernoulliActor(in_size, action_space, cfg)
     return CategoricalActor(in_size, action_space, cfg)
 
 
 def default_ent_coef(action_space: gym.Space, base_coef: float = 0.01) -> float:
-    """0 for Box; ``normalized_entropy_coef(n)`` for Discrete(n); ``base / sum ln(n_i)`` for MultiDiscrete."""
+    """0 for Box; ``normalized_entropy_coef(n)`` for Discrete(n); ``base / sum ln(n_i)`` for MultiDiscrete;
+    ``base / (n ln 2)`` for MultiBinary of n bits."""
     if isinstance(action_space, spaces.Discrete):
         return core.normalized_entropy_coef(int(action_space.n), base_coef)
     if isinstance(action_space, spaces.MultiDiscrete):
         return core.multi_discrete_entropy_coef([int(n) for n in action_space.nvec], base_coef)
+    if isinstance(action_space, spaces.MultiBinary):
+        return core.multi_discrete_entropy_coef([2] * int(np.prod(action_space.shape, dtype=np.int64)), base_coef)
     return 0.0

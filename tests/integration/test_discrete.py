@@ -94,8 +94,9 @@ def test_observation_spaces():
         obs_layout(gym.spaces.Tuple((gym.spaces.Discrete(2),)))
     with pytest.raises(ConfigError, match="finite"):
         check_action_space(gym.spaces.Box(-np.inf, np.inf, (2,)))
-    with pytest.raises(ConfigError, match="MultiBinary"):
-        check_action_space(gym.spaces.MultiBinary(3))
+    check_action_space(gym.spaces.MultiBinary(3))  # served since the masks round: independent Bernoulli bits
+    with pytest.raises(ConfigError, match="MultiBinary"):  # the message lists it among the served spaces
+        check_action_space(gym.spaces.Tuple((gym.spaces.Discrete(2),)))
 
 
 def test_discrete_observation_env_is_one_hot(tmp_path):

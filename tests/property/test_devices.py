@@ -22,6 +22,8 @@ def _cases(dtype: torch.dtype):
         return torch.zeros(shape, dtype=dt, device="meta")
 
     flag = torch.zeros(T, N, dtype=torch.bool, device="meta")
+    mask = torch.ones(B, A, dtype=torch.bool, device="meta")
+    index = torch.zeros(B, dtype=torch.long, device="meta")
     return {
         "gae": (lambda: core.gae(m(T, N), m(T, N), flag, m(N), 0.99, 0.95), (T, N)),
         "gae_flat": (lambda: core.gae(m(T), m(T), m(T), m(), 0.99, 0.95), (T,)),
@@ -47,6 +49,24 @@ def _cases(dtype: torch.dtype):
         "scale_rewards": (lambda: core.scale_rewards(m(B), m()), (B,)),
         "discounted_return_step": (lambda: core.discounted_return_step(m(N), m(N), flag[0], 0.99), (N,)),
         "categorical_sample": (lambda: core.categorical_sample(m(B, A), m(B, A)), (B,), torch.long),
+        # core/masks.py: bool masks [B, A] on the same device
+        "masked_logits": (lambda: core.masked_logits(m(B, A), mask), (B, A)),
+        "masked_categorical": (lambda: core.masked_categorical(m(B, A), mask).logits, (B, A)),
+        "masked_log_prob": (lambda: core.masked_log_prob(m(B, A), mask, index), (B,)),
+        "masked_entropy": (lambda: core.masked_entropy(m(B, A), mask), (B,)),
+        "masked_log_prob_and_entropy": (lambda: core.masked_log_prob_and_entropy(m(B, A), mask, index), (B,)),
+        "masked_categorical_sample": (lambda: core.masked_categorical_sample(m(B, A), mask, m(B, A)), (B,),
+                                      torch.long),
+        "masked_argmax": (lambda: core.masked_argmax(m(B, A), mask), (B,), torch.long),
+        "legal_log_count": (lambda: core.legal_log_count(mask, [A]), (B,), torch.float32),
+        "entropy_weight": (lambda: core.entropy_weight(mask, [A]), (B,), torch.float32),
+        "normalized_entropy_bonus": (lambda: core.normalized_entropy_bonus(m(B), mask, [A]), (B,)),
+        "bernoulli_logits": (lambda: core.bernoulli_logits(m(B, A), mask), (B, A)),
+        "bernoulli_log_prob": (lambda: core.bernoulli_log_prob(m(B, A), m(B, A), mask), (B,)),
+        "bernoulli_entropy": (lambda: core.bernoulli_entropy(m(B, A), mask), (B,)),
+        "bernoulli_sample": (lambda: core.bernoulli_sample(m(B, A), m(B, A), mask), (B, A), torch.long),
+        "bernoulli_mode": (lambda: core.bernoulli_mode(m(B, A), mask), (B, A), torch.long),
+        "bernoulli_mask_as_categorical": (lambda: core.bernoulli_mask_as_categorical(mask), (B, 2 * A), torch.bool),
     }
 
 
