@@ -1,0 +1,72 @@
+"""MkDocs hooks of the docs site (mkdocs.yml, ``hooks:``).
+
+- reference/config.md is generated from shell/config.py at build time (generate.py);
+- bench/BENCHMARKS.md and its images in bench/results/ are included as benchmarks/index.md and
+  benchmarks/results/*.png, read where they are (not copied into docs/);
+- ``<!-- cli-help: COMMAND -->`` becomes that command's ``--help`` text;
+- ``<!-- not-run: REASON -->`` before a code block becomes a visible note with the reason;
+- every page under docs/guides/ that the nav does not list is added to "How-to guides", by title,
+  so a new guide needs no edit of mkdocs.yml.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from generate import config_reference, render_cli_help, render_not_run
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+GUIDES_TITLE = "How-to guides"
+
+
+def _listed(nav: list) -> set[str]:
+    found: set[str] = set()
+    for item in nav:
+        values = item.values() if isinstance(item, dict) else [item]
+        for value in values:
+            if isinstance(value, list):
+                found |= _listed(value)
+            elif isinstance(value, str):
+                found.add(value)
+    return found
+
+
+def _title(path: Path) -> str:
+    heading = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
+    return heading.group(1).strip() if heading else path.stem.replace("-", " ").capitalize()
+
+
+def on_config(config, **_):
+    """Add the guides the nav does not list to its "How-to guides" section, sorted by title."""
+    nav = config.nav or []
+    listed = _listed(nav)
+    docs = Path(config.docs_dir)
+    extra = sorted((p for p in (docs / "guides").glob("*.md") if p.relative_to(docs).as_posix() not in listed),
+                   key=_title)
+    for item in nav:
+        if isinstance(item, dict) and GUIDES_TITLE in item:
+            item[GUIDES_TITLE].extend({_title(p): p.relative_to(docs).as_posix()} for p in extra)
+    return config
+
+
+def on_files(files, config, **_):
+    """The generated config reference, and the benchmarks page with its images, as virtual files."""
+    files.append(File.generated(config, "reference/config.md", content=config_reference()))
+    files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCH / "BENCHMARKS.md")))
+    for image in sorted((BENCH / "results").glob("*.png")):
+        files.append(File.generated(config, f"benchmarks/results/{image.name}", abs_src_path=str(image)))
+    return files
+
+
+def on_page_markdown(markdown, page, **_):
+    return render_not_run(render_cli_help(markdown))
+
+
+def on_serve(server, **_):
+    """``mkdocs serve`` rebuilds when the benchmarks or the config schema change."""
+    server.watch(str(BENCH / "BENCHMARKS.md"))
+    server.watch(str(ROOT / "shell" / "config.py"))
+    return server
