@@ -188,8 +188,32 @@ CLI_HELP = re.compile(r"^<!--\s*cli-help:\s*(?P<command>[\w-]+)\s*-->[ \t]*$", r
 
 
 def render_cli_help(markdown: str) -> str:
-    """Each ``<!-- cli-help: COMMAND -->`` line replaced by that command's ``--help`` as a text block."""
-    return CLI_HELP.sub(lambda m: f"```text\n{cli_help(m.group('command'))}\n```", markdown)
+    """Each ``<!-- cli-help: COMMAND -->`` line (outside code blocks) replaced by that command's
+    ``--help`` as a text block."""
+    return _outside_fences(markdown, lambda text: CLI_HELP.sub(
+        lambda m: f"```text\n{cli_help(m.group('command'))}\n```", text))
+
+
+FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+def _outside_fences(markdown: str, change: Any) -> str:
+    """``change`` applied to the text between fenced code blocks; the blocks stay as they are."""
+    out, chunk, fence = [], [], None
+    for line in markdown.splitlines(keepends=True):
+        m = FENCE.match(line)
+        if fence is None and m:
+            out.append(change("".join(chunk)))
+            chunk, fence = [line], m.group(1)
+        elif fence is not None:
+            chunk.append(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip()[len(m.group(1)):]:
+                out.append("".join(chunk))
+                chunk, fence = [], None
+        else:
+            chunk.append(line)
+    out.append("".join(chunk) if fence is not None else change("".join(chunk)))
+    return "".join(out)
 
 
 # ----------------------------------------------------------------------------- not-run markers
@@ -201,4 +225,4 @@ def render_not_run(markdown: str) -> str:
         indent = match.group("indent")
         return f'{indent}!!! note "Not run by the tests"\n{indent}    {match.group("reason")}\n'
 
-    return NOT_RUN.sub(note, markdown)
+    return _outside_fences(markdown, lambda text: NOT_RUN.sub(note, text))
