@@ -115,6 +115,11 @@ def _cell(text: str) -> str:
 def config_reference() -> str:
     """reference/config.md: every key of every section, generated from shell/config.py."""
     lines = [
+        "---",
+        "hide:",
+        "  - toc",
+        "---",
+        "",
         "# Config keys",
         "",
         "<!-- Generated from shell/config.py by docs/hooks/generate.py at build time: do not edit. -->",
@@ -223,6 +228,7 @@ def render_not_run(markdown: str) -> str:
 
     def note(match: re.Match) -> str:
         indent = match.group("indent")
-        return f'{indent}!!! note "Not run by the tests"\n{indent}    {match.group("reason")}\n'
+        reason = match.group("reason").replace('"', "'")
+        return f'{indent}!!! note "Not run by the tests: {reason}"\n\n'
 
     return _outside_fences(markdown, lambda text: NOT_RUN.sub(note, text))

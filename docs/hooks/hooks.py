@@ -5,16 +5,20 @@
   benchmarks/results/*.png, read where they are (not copied into docs/);
 - ``<!-- cli-help: COMMAND -->`` becomes that command's ``--help`` text;
 - ``<!-- not-run: REASON -->`` before a code block becomes a visible note with the reason;
+- formulas (``$...$``, ``$$...$$``, found by pymdownx.arithmatex) become MathML at build time, which
+  browsers render themselves: no JavaScript, no CDN, works offline;
 - every page under docs/guides/ that the nav does not list is added to "How-to guides", by title,
   so a new guide needs no edit of mkdocs.yml.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
 from generate import config_reference, render_cli_help, render_not_run
+from latex2mathml.converter import convert as latex_to_mathml
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +67,20 @@ def on_files(files, config, **_):
 
 def on_page_markdown(markdown, page, **_):
     return render_not_run(render_cli_help(markdown))
+
+
+MATH = re.compile(r'<(?P<tag>span|div) class="arithmatex">\\(?P<open>[(\[])(?P<tex>.*?)\\[)\]]</(?P=tag)>', re.S)
+
+
+def _mathml(match: re.Match) -> str:
+    block = match.group("open") == "["
+    mathml = latex_to_mathml(html.unescape(match.group("tex")).strip(), display="block" if block else "inline")
+    return f'<div class="math">{mathml}</div>' if block else mathml
+
+
+def on_page_content(content, page, **_):
+    """The formulas as MathML (pymdownx.arithmatex, generic mode, marks them)."""
+    return MATH.sub(_mathml, content)
 
 
 def on_serve(server, **_):
