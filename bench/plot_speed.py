@@ -41,11 +41,11 @@ def main() -> None:
         summary = json.loads((RESULTS / name).read_text())["summary"]
         labels.append(label)
         ratios.append(summary["sb3_1thread_median_wall_s"] / summary["ours_median_wall_s"])
-    fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=120)
+    fig, ax = plt.subplots(figsize=(8, 3.6), dpi=120)
     bars = ax.barh(labels[::-1], ratios[::-1], color="#3f51b5")
     ax.bar_label(bars, labels=[f"{r:.1f}x" for r in ratios[::-1]], padding=3)
     ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("Stable-Baselines3 wall time / ppo-core wall time (whole processes, median)")
+    ax.set_xlabel("SB3 wall time / ppo-core wall time (medians of whole processes)")
     ax.set_xlim(0, max(ratios) * 1.15)
     ax.set_title("Same task, same machine, same run: how many times faster", fontsize=10)
     fig.text(0.01, 0.01, "2 CPU cores, SB3 with one torch thread; data: bench/results/*_vs_sb3*.json "

@@ -7,6 +7,8 @@
 - ``<!-- not-run: REASON -->`` before a code block becomes a visible note with the reason;
 - formulas (``$...$``, ``$$...$$``, found by pymdownx.arithmatex) become MathML at build time, which
   browsers render themselves: no JavaScript, no CDN, works offline;
+- Sphinx roles left in docstrings (``:func:`train```) become links to the object where this page
+  documents it, else plain code;
 - every page under docs/guides/ that the nav does not list is added to "How-to guides", by title,
   so a new guide needs no edit of mkdocs.yml.
 """
@@ -78,9 +80,26 @@ def _mathml(match: re.Match) -> str:
     return f'<div class="math">{mathml}</div>' if block else mathml
 
 
+ROLE = re.compile(r":(?:func|meth|class|data|attr|mod|exc|obj):<code>~?(?P<name>[\w.]+)</code>")
+ANCHOR = re.compile(r'id="(?P<id>[\w.]+)"')
+
+
+def _roles(content: str) -> str:
+    ids = set(ANCHOR.findall(content))
+
+    def link(match: re.Match) -> str:
+        name = match.group("name")
+        found = [i for i in ids if i == name or i.endswith("." + name)]
+        code = f"<code>{name}</code>"
+        return f'<a href="#{found[0]}">{code}</a>' if len(found) == 1 else code
+
+    return ROLE.sub(link, content)
+
+
 def on_page_content(content, page, **_):
-    """The formulas as MathML (pymdownx.arithmatex, generic mode, marks them)."""
-    return MATH.sub(_mathml, content)
+    """The formulas as MathML (pymdownx.arithmatex, generic mode, marks them); docstrings' Sphinx roles
+    as links or code."""
+    return _roles(MATH.sub(_mathml, content))
 
 
 def on_serve(server, **_):
