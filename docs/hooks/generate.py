@@ -166,7 +166,8 @@ def config_reference() -> str:
 
 # ----------------------------------------------------------------------------- CLI help
 def cli_help(command: str) -> str:
-    """The ``--help`` text of ``ppo-core`` (``command`` "train") or of a subcommand, 100 columns wide."""
+    """The ``--help`` text of ``ppo-core`` (``command`` "train") or of a subcommand, 82 columns wide
+    (what a code block of the site shows without scrolling)."""
     from shell import cli
 
     parsers = {"train": cli.train_parser, "configs": cli.configs_parser, "eval": cli.eval_parser,
@@ -174,7 +175,7 @@ def cli_help(command: str) -> str:
     if command not in parsers:
         raise KeyError(f"no CLI command {command!r}; one of {sorted(parsers)}")
     old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
+    os.environ["COLUMNS"] = "82"
     try:
         parser: argparse.ArgumentParser = parsers[command]()
         parser.prog = "ppo-core" if command == "train" else f"ppo-core {command}"
