@@ -200,6 +200,31 @@ def render_cli_help(markdown: str) -> str:
         lambda m: f"```text\n{cli_help(m.group('command'))}\n```", text))
 
 
+# ----------------------------------------------------------------------------- tune's default space
+DEFAULT_SPACE_MARK = re.compile(r"^(?P<indent>[ \t]*)<!--\s*tune-default-space\s*-->[ \t]*$", re.M)
+
+
+def default_space_toml() -> str:
+    """``shell.tune.space.DEFAULT_SPACE`` as the ``[tune.space]`` table a config would write."""
+    from shell.config import toml_value
+    from shell.tune.space import DEFAULT_SPACE
+
+    lines = ["[tune.space]"]
+    for key, dist in DEFAULT_SPACE.items():
+        lines.append(f"{key} = {{ " + ", ".join(f"{name} = {toml_value(v)}" for name, v in dist.items()) + " }")
+    return "\n".join(lines)
+
+
+def render_default_space(markdown: str) -> str:
+    """Each ``<!-- tune-default-space -->`` line (outside code blocks) replaced by the default search
+    space as a TOML block, at the marker's indentation."""
+    def block(m: re.Match) -> str:
+        indent = m.group("indent")
+        body = "\n".join(indent + line for line in default_space_toml().splitlines())
+        return f"{indent}```toml\n{body}\n{indent}```"
+    return _outside_fences(markdown, lambda text: DEFAULT_SPACE_MARK.sub(block, text))
+
+
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 
 

@@ -19,7 +19,7 @@ import html
 import re
 from pathlib import Path
 
-from generate import config_reference, render_cli_help, render_not_run
+from generate import config_reference, render_cli_help, render_default_space, render_not_run
 from latex2mathml.converter import convert as latex_to_mathml
 from mkdocs.structure.files import File
 
@@ -68,7 +68,7 @@ def on_files(files, config, **_):
 
 
 def on_page_markdown(markdown, page, **_):
-    return render_not_run(render_cli_help(markdown))
+    return render_not_run(render_cli_help(render_default_space(markdown)))
 
 
 MATH = re.compile(r'<(?P<tag>span|div) class="arithmatex">\\(?P<open>[(\[])(?P<tex>.*?)\\[)\]]</(?P=tag)>', re.S)
