@@ -28,8 +28,9 @@ def normalize_advantages(
         advantages: ``[B]`` float, B >= 1 (any shape; statistics over all elements).
         eps: absolute floor of the std below which spread counts as zero.
         rtol: relative floor, times ``|mean|``.
-        mean, std: 0-d statistics to use instead of the batch's own (for
-            example global ones over several processes); give both or neither.
+        mean: 0-d mean to use instead of the batch's own (for example a global
+            one over several processes); give both ``mean`` and ``std`` or neither.
+        std: 0-d std to use with ``mean``.
 
     Returns:
         Same shape and dtype.
@@ -152,9 +153,11 @@ def merge_moments(
     (checked without a host synchronisation) it gives finite values and count 0.
 
     Args:
-        mean, var: ``[S]`` (any shape) running statistics, float.
+        mean: ``[S]`` (any shape) running mean, float.
+        var: same shape, running (population) variance.
         count: 0-d tensor or float, number of samples behind them (>= 0).
-        batch_mean, batch_var: same shape, statistics of the new batch.
+        batch_mean: same shape, mean of the new batch.
+        batch_var: same shape, variance of the new batch.
         batch_count: 0-d tensor or float, its number of samples (>= 0).
 
     Returns:
@@ -227,7 +230,9 @@ def mean_std_from_sums(
     negative variances that cancellation can leave.
 
     Args:
-        total, total_sq, count: 0-d float tensors, ``count > 0``.
+        total: 0-d float tensor, ``sum x``.
+        total_sq: 0-d float tensor, ``sum x^2``.
+        count: 0-d float tensor, ``n > 0``.
 
     Returns:
         ``(mean, std)``, 0-d tensors.

@@ -154,7 +154,9 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
             the envs the run builds are). None: the config's ``env.id``.
         overrides: ``{"ppo.learning_rate": 1e-3, "env.kwargs.continuous": True}`` or CLI-style
             ``["ppo.learning_rate=1e-3"]``.
-        seed, total_timesteps, device: ``run.*`` values that win over the config and overrides.
+        seed: ``run.seed``; wins over the config and overrides.
+        total_timesteps: ``run.total_timesteps``; wins over the config and overrides.
+        device: ``run.device``; wins over the config and overrides.
         run_dir: the output folder (new or empty); default ``runs/<env>__s<seed>__<time>``.
         callbacks: called after every update with its metrics row; one returning True stops
             training (see :data:`Callback`, :class:`StopOnReward`).

@@ -36,11 +36,16 @@ def _range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = 
             hi is not None and (value >= hi if hi_open else value > hi)
         )
         if bad:
-            left = "(" if lo_open else "["
-            right = ")" if hi_open else "]"
-            allowed = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
-            raise ConfigError(f"{_key(attribute)} = {value!r} is out of range; allowed: {allowed}")
+            raise ConfigError(f"{_key(attribute)} = {value!r} is out of range; allowed: {interval}")
 
+    left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+    interval = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
+    if lo is not None and hi is None:  # for the docs (reference/config.md): ">= 1" rather than "[1, inf]"
+        check.allowed = f"{'>' if lo_open else '>='} {lo}"
+    elif hi is not None and lo is None:
+        check.allowed = f"{'<' if hi_open else '<='} {hi}"
+    else:
+        check.allowed = interval
     return check
 
 
@@ -49,6 +54,7 @@ def _one_of(*choices: str):
         if value not in choices:
             raise ConfigError(f"{_key(attribute)} = {value!r} is not allowed; choose one of {list(choices)}")
 
+    check.choices = choices  # for the docs (reference/config.md)
     return check
 
 
@@ -57,9 +63,15 @@ def _positive_ints(_instance: Any, attribute: attrs.Attribute, value: Any) -> No
         raise ConfigError(f"{_key(attribute)} = {value!r}: needs a list of positive ints")
 
 
+_positive_ints.allowed = "a list of positive ints"
+
+
 def _names(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is not None and (not value or len(set(value)) != len(value)):
         raise ConfigError(f"{_key(attribute)} = {value!r}: needs a non-empty list of distinct keys")
+
+
+_names.allowed = "a non-empty list of distinct keys"
 
 
 WRAPPER_CLASS = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -78,6 +90,9 @@ def _wrapper_specs(_instance: Any, attribute: attrs.Attribute, value: Any) -> No
                               f"class = \"gymnasium.wrappers:ClipReward\"")
         if not isinstance(entry.get("kwargs", {}), dict):
             raise ConfigError(f"{where}: kwargs must be a table, e.g. kwargs = {{ min_reward = -1.0 }}")
+
+
+_wrapper_specs.allowed = 'tables of class = "module:Name" and an optional kwargs table'
 
 
 def _key(attribute: attrs.Attribute) -> str:

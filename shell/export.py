@@ -440,7 +440,7 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
             env factory (or a vector env), needs that env again for its spaces.
 
     Returns:
-        An :class:`ExportResult`.
+        ExportResult: the written file, its format, its input names and the parity check's result.
 
     Raises:
         ConfigError: an unknown format, a missing ``export`` extra (with the pip command), a bad

@@ -298,7 +298,7 @@ def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any
     The env is not needed: the checkpoint stores its spaces. ``env`` (a factory or vector env of
     the same kind) serves only checkpoints written before they were stored, of runs trained on one.
 
-    Example:
+    Examples:
         >>> policy = load_policy("runs/Pendulum-v1__s0__20260101-120000")
         >>> action = policy(env.reset()[0])
     """

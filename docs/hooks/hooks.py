@@ -1,0 +1,109 @@
+"""MkDocs hooks of the docs site (mkdocs.yml, ``hooks:``).
+
+- reference/config.md is generated from shell/config.py at build time (generate.py);
+- bench/BENCHMARKS.md and its images in bench/results/ are included as benchmarks/index.md and
+  benchmarks/results/*.png, read where they are (not copied into docs/);
+- ``<!-- cli-help: COMMAND -->`` becomes that command's ``--help`` text;
+- ``<!-- not-run: REASON -->`` before a code block becomes a visible note with the reason;
+- formulas (``$...$``, ``$$...$$``, found by pymdownx.arithmatex) become MathML at build time, which
+  browsers render themselves: no JavaScript, no CDN, works offline;
+- Sphinx roles left in docstrings (``:func:`train```) become links to the object where this page
+  documents it, else plain code;
+- every page under docs/guides/ that the nav does not list is added to "How-to guides", by title,
+  so a new guide needs no edit of mkdocs.yml.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from generate import config_reference, render_cli_help, render_default_space, render_not_run
+from latex2mathml.converter import convert as latex_to_mathml
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+GUIDES_TITLE = "How-to guides"
+
+
+def _listed(nav: list) -> set[str]:
+    found: set[str] = set()
+    for item in nav:
+        values = item.values() if isinstance(item, dict) else [item]
+        for value in values:
+            if isinstance(value, list):
+                found |= _listed(value)
+            elif isinstance(value, str):
+                found.add(value)
+    return found
+
+
+def _title(path: Path) -> str:
+    heading = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
+    return heading.group(1).strip() if heading else path.stem.replace("-", " ").capitalize()
+
+
+def on_config(config, **_):
+    """Add the guides the nav does not list to its "How-to guides" section, sorted by title."""
+    nav = config.nav or []
+    listed = _listed(nav)
+    docs = Path(config.docs_dir)
+    extra = sorted((p for p in (docs / "guides").glob("*.md") if p.relative_to(docs).as_posix() not in listed),
+                   key=_title)
+    for item in nav:
+        if isinstance(item, dict) and GUIDES_TITLE in item:
+            item[GUIDES_TITLE].extend({_title(p): p.relative_to(docs).as_posix()} for p in extra)
+    return config
+
+
+def on_files(files, config, **_):
+    """The generated config reference, and the benchmarks page with its images, as virtual files."""
+    files.append(File.generated(config, "reference/config.md", content=config_reference()))
+    files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCH / "BENCHMARKS.md")))
+    for image in sorted((BENCH / "results").glob("*.png")):
+        files.append(File.generated(config, f"benchmarks/results/{image.name}", abs_src_path=str(image)))
+    return files
+
+
+def on_page_markdown(markdown, page, **_):
+    return render_not_run(render_cli_help(render_default_space(markdown)))
+
+
+MATH = re.compile(r'<(?P<tag>span|div) class="arithmatex">\\(?P<open>[(\[])(?P<tex>.*?)\\[)\]]</(?P=tag)>', re.S)
+
+
+def _mathml(match: re.Match) -> str:
+    block = match.group("open") == "["
+    mathml = latex_to_mathml(html.unescape(match.group("tex")).strip(), display="block" if block else "inline")
+    return f'<div class="math">{mathml}</div>' if block else mathml
+
+
+ROLE = re.compile(r":(?:func|meth|class|data|attr|mod|exc|obj):<code>~?(?P<name>[\w.]+)</code>")
+ANCHOR = re.compile(r'id="(?P<id>[\w.]+)"')
+
+
+def _roles(content: str) -> str:
+    ids = set(ANCHOR.findall(content))
+
+    def link(match: re.Match) -> str:
+        name = match.group("name")
+        found = [i for i in ids if i == name or i.endswith("." + name)]
+        code = f"<code>{name}</code>"
+        return f'<a href="#{found[0]}">{code}</a>' if len(found) == 1 else code
+
+    return ROLE.sub(link, content)
+
+
+def on_page_content(content, page, **_):
+    """The formulas as MathML (pymdownx.arithmatex, generic mode, marks them); docstrings' Sphinx roles
+    as links or code."""
+    return _roles(MATH.sub(_mathml, content))
+
+
+def on_serve(server, **_):
+    """``mkdocs serve`` rebuilds when the benchmarks or the config schema change."""
+    server.watch(str(BENCH / "BENCHMARKS.md"))
+    server.watch(str(ROOT / "shell" / "config.py"))
+    return server
