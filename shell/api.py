@@ -41,6 +41,7 @@ from shell.errors import ConfigError
 from shell.inference import Policy, read_checkpoint, require_env
 from shell.runner import Trainer, prepare_run_dir
 from shell.stop import StopRequest
+from shell.tracking import check_loggers
 
 __all__ = ["Callback", "EnvSource", "StopOnReward", "TrainResult", "resume", "train"]
 
@@ -179,6 +180,7 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
     config = _resolve_config(config, overrides, explicit)
     config, source, kind = _with_source(config, env)
     check_env_config(config.env)  # the backend's own rules, before a run dir exists
+    check_loggers(config.to_dict())  # names, extras, tracking URIs
     if any(getattr(cb, "needs_eval", False) for cb in callbacks) and not config.run.eval_every:
         raise ConfigError("StopOnReward judges the periodic eval_return; set run.eval_every (e.g. "
                           "overrides={'run.eval_every': 5})")
@@ -232,6 +234,7 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
         config, source, kind = _with_source(config, env)
         config = attrs.evolve(config, env=attrs.evolve(config.env, id=state["config"]["env"]["id"]))
     check_env_config(config.env)
+    check_loggers(config.to_dict())
     eval_source = _eval_source(env, kind, eval_env, config)
     if dist is None or dist.is_main:
         for stale in path.parent.glob(".*.tmp"):

@@ -38,6 +38,7 @@ from shell.ppo import PPO
 from shell.rollout import Collector
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.storage import RolloutStorage
+from shell.tracking import FAILED, FINISHED, KILLED, Loggers, RunEnd, RunStart, numeric, open_loggers
 
 __all__ = ["CSV_FIELDS", "Trainer", "prepare_run_dir", "resolve_device"]  # resolve_device: shell.devices
 
@@ -90,7 +91,8 @@ class Trainer:
 
     def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None,
                  env_source: Any = None, callbacks: Sequence[Callable[[dict[str, Any]], bool | None]] = (),
-                 eval_source: Any = None, progress: bool = True, source_kind: str | None = None):
+                 eval_source: Any = None, progress: bool = True, source_kind: str | None = None,
+                 tracker_tags: dict[str, str] | None = None):
         self.config = config
         self.run_dir = Path(run_dir)
         self.dist = dist or Dist()
@@ -138,6 +140,8 @@ class Trainer:
         self.recent_return: float | None = None
         self._signal: int | None = None  # the signal that interrupted train(), if any
         self._saved_update: int | None = None  # the update of the newest checkpoint on disk
+        self.tracker_tags = dict(tracker_tags or {})
+        self._loggers = Loggers()  # rank 0's loggers (run.loggers), open during train()
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.toml").write_text(dump_toml(config))
@@ -186,6 +190,7 @@ class Trainer:
             save_checkpoint(path, state, on_written=lambda: kill_point("checkpoint", self.update))
             for old in sorted(folder.glob("ckpt_*.pt"))[: -self.config.run.keep_checkpoints]:
                 old.unlink()
+            self._loggers.checkpointed(self.update)  # trackers get rows once a checkpoint covers them
         self._saved_update = self.update
         return path
 
@@ -256,9 +261,27 @@ class Trainer:
         """
         cfg, main = self.config, self.dist.is_main
         num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
-        logs = RunLogs(self.run_dir, self.update, self.env_steps) if main else None
+        logs = RunLogs(self.run_dir, self.update) if main else None
         progress = tqdm(total=num_updates * step_batch, initial=self.env_steps, unit="step", file=sys.stderr,
                         dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id, disable=not (main and self.progress))
+        if logs is not None:
+            self._loggers = open_loggers(cfg.run.loggers, RunStart(
+                self.run_dir, cfg.to_dict(), self.update, self.env_steps, [numeric(r) for r in logs.done_rows],
+                cfg.run.tracker_timeout, self.tracker_tags))
+        try:
+            summary, checkpoint = self._train(logs, progress)
+        except BaseException:
+            self._loggers.finish(RunEnd(FAILED))
+            self._loggers.close()
+            raise
+        self._loggers.finish(RunEnd(KILLED if self._signal is not None else FINISHED, summary, checkpoint))
+        self._loggers.close()
+        return summary
+
+    def _train(self, logs: RunLogs | None, progress: tqdm) -> tuple[dict[str, Any], Path | None]:
+        """The loop of :meth:`train`; returns the summary and the final checkpoint."""
+        cfg, main = self.config, self.dist.is_main
+        num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
         outcome: EvalResult | None = None
         checkpoint: Path | None = None
         pending: dict[str, Any] | None = None  # the row of a finished update, not yet written
@@ -300,6 +323,7 @@ class Trainer:
                 row, pending = pending, None
                 if logs is not None:
                     logs.write(row)
+                    self._loggers.log(row)
                 if self.callbacks and self._callbacks_say_stop(row):
                     self.stopped_early = True
                 if eval_due or (cfg.run.checkpoint_every and self.update % cfg.run.checkpoint_every == 0):
@@ -322,6 +346,7 @@ class Trainer:
             self._signal = exc.signum
             if pending is not None and logs is not None:
                 logs.write(pending)
+                self._loggers.log(pending)
             if self._saved_update != self.update:
                 checkpoint = self.save()
         except TrainingError as exc:
@@ -334,7 +359,7 @@ class Trainer:
         if self._signal is not None and main:  # after the progress bar's last line
             print(f"interrupted by {signal.Signals(self._signal).name}: checkpoint saved to {checkpoint}; "
                   f"continue with --resume {self.run_dir}", file=sys.stderr)
-        return self._write_summary(outcome, checkpoint)
+        return self._write_summary(outcome, checkpoint), checkpoint
 
     def _callbacks_say_stop(self, row: dict[str, Any]) -> bool:
         """Call every callback with the row (rank 0); True when one asks to stop (agreed by all ranks)."""
