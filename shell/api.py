@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 import gymnasium as gym
 
+from shell.callbacks import CallbackContext
 from shell.checkpoint import latest_checkpoint
 from shell.config import Config, apply_overrides, config_from_saved, load_config
 from shell.distributed import Dist
@@ -49,7 +50,9 @@ EnvSource = str | Callable[[], gym.Env] | gym.vector.VectorEnv
 #: Called on rank 0 after every update with that update's metrics row (the same dict as a row of
 #: metrics.csv; ``eval_return`` is ``""`` when no evaluation ran). Returning True ends training: the
 #: run then checkpoints and evaluates as at its planned end, and the summary says ``stopped_early``.
-Callback = Callable[[dict[str, Any]], "bool | None"]
+#: A callback that takes a second argument gets a :class:`shell.callbacks.CallbackContext` (the envs,
+#: for curricula) and runs on every rank; see shell/callbacks.py.
+Callback = Callable[[dict[str, Any]], "bool | None"] | Callable[[dict[str, Any], CallbackContext], "bool | None"]
 
 
 @attrs.frozen
@@ -157,8 +160,9 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
             ``["ppo.learning_rate=1e-3"]``.
         seed, total_timesteps, device: ``run.*`` values that win over the config and overrides.
         run_dir: the output folder (new or empty); default ``runs/<env>__s<seed>__<time>``.
-        callbacks: called after every update with its metrics row; one returning True stops
-            training (see :data:`Callback`, :class:`StopOnReward`).
+        callbacks: called after every update with its metrics row (and a
+            :class:`shell.callbacks.CallbackContext` if they take two arguments); one returning True
+            stops training (see :data:`Callback`, :class:`StopOnReward`).
         eval_env: a factory for evaluation envs (default: the training factory, or the registered
             id of a ready vector env's spec).
         progress: show a tqdm progress bar on stderr.

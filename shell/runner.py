@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 import core
+from shell.callbacks import CallbackContext, EvalEnv, TrainEnv, callback_states, load_callback_states, takes_context
 from shell.checkpoint import save_checkpoint, space_to_data
 from shell.config import Config, dump_toml
 from shell.devices import resolve_device
@@ -82,15 +83,21 @@ class Trainer:
     evaluation; once requested, the run saves a checkpoint and returns its summary
     with ``interrupted: true`` (the CLI requests it on SIGINT/SIGTERM).
 
-    ``callbacks`` are called on rank 0 after each update's metrics row is written, with
-    that row (the columns of metrics.csv; ``eval_return`` is ``""`` when no evaluation ran
-    in the update). If one returns True, the loop ends after that update: the final
-    checkpoint and evaluation follow as usual and the summary has ``stopped_early: true``. An exception
-    raised by a callback propagates out of ``train()``.
+    ``callbacks`` are called after each update's metrics row is written, with that row (the
+    columns of metrics.csv; ``eval_return`` is ``""`` when no evaluation ran in the update): on
+    rank 0, or on every rank for one that takes a second argument, a
+    :class:`shell.callbacks.CallbackContext` (curricula: it reaches the envs). If one returns
+    True, the loop ends after that update: the final checkpoint and evaluation follow as usual
+    and the summary has ``stopped_early: true``. An exception raised by a callback propagates
+    out of ``train()``. The state of callbacks with ``state_dict`` is in every checkpoint
+    (shell/callbacks.py).
+
+    Rank 0 hands every row to its loggers (``run.loggers``, shell/tracking/), which the trainer knows
+    only through their interface; trackers get rows once a checkpoint covers them.
     """
 
     def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None,
-                 env_source: Any = None, callbacks: Sequence[Callable[[dict[str, Any]], bool | None]] = (),
+                 env_source: Any = None, callbacks: Sequence[Callable[..., bool | None]] = (),
                  eval_source: Any = None, progress: bool = True, source_kind: str | None = None,
                  tracker_tags: dict[str, str] | None = None):
         self.config = config
@@ -103,6 +110,8 @@ class Trainer:
 
         self.env_source, self.eval_source, self.source_kind = env_source, eval_source, source_kind
         self.callbacks = list(callbacks)
+        self._with_context = [takes_context(cb) for cb in self.callbacks]
+        self.eval_env_changes = EvalEnv()  # what callbacks set on the envs of later evaluations
         self.progress = progress
         self.stopped_early = False
         self.env = make_env(config.env, self.device, source=env_source)
@@ -164,6 +173,7 @@ class Trainer:
             "generator": self.generator.get_state(),
             "rank_generators": self.dist.gather_objects(self.generator.get_state()),
             "spaces": self.spaces,
+            "callbacks": callback_states(self.callbacks),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -180,6 +190,7 @@ class Trainer:
             raise ConfigError(f"the checkpoint was written by {state.get('world_size', 1)} process(es); "
                               f"resume it with the same number, not {self.dist.world_size}")
         self.generator.set_state(state["rank_generators"][self.dist.rank])
+        load_callback_states(self.callbacks, state.get("callbacks", []))
 
     def save(self) -> Path:
         """Atomically write ``checkpoints/ckpt_<env_steps>.pt`` (rank 0); keep the newest ``keep_checkpoints``."""
@@ -289,6 +300,9 @@ class Trainer:
             # A fresh run resets with `seed` (plus the rank's offset); a resumed one with a seed
             # derived from its update count.
             offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
+            for callback in self.callbacks:  # every rank: restored curriculum state reaches the new envs
+                if callable(getattr(callback, "on_train_start", None)):
+                    callback.on_train_start(self._context())
             obs = self.env.reset(seed=cfg.run.seed + offset)
             self.collector.restart()
             start = time.perf_counter() - self.train_seconds
@@ -341,7 +355,8 @@ class Trainer:
             if main:
                 outcome = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device,
                                    stop=self.stop, max_episode_steps=cfg.run.eval_max_episode_steps,
-                                   on_step=lambda: kill_point("eval", self.update), source=self.eval_source)
+                                   on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
+                                   wrappers=self.eval_env_changes.wrappers())
         except Interrupted as exc:
             self._signal = exc.signum
             if pending is not None and logs is not None:
@@ -361,12 +376,22 @@ class Trainer:
                   f"continue with --resume {self.run_dir}", file=sys.stderr)
         return self._write_summary(outcome, checkpoint), checkpoint
 
+    def _context(self) -> CallbackContext:
+        return CallbackContext(TrainEnv(self.env, self.config.env.backend), self.eval_env_changes, self.update,
+                               self.env_steps, self.config, self.run_dir, self.dist.rank, self.dist.world_size)
+
     def _callbacks_say_stop(self, row: dict[str, Any]) -> bool:
-        """Call every callback with the row (rank 0); True when one asks to stop (agreed by all ranks)."""
-        flag = False
-        if self.dist.is_main:
-            flag = any([bool(callback(row)) for callback in self.callbacks])
-        return self.dist.any(flag, self.device)
+        """Call the callbacks with the row: those of the row alone on rank 0, those that take a context on
+        every rank (with rank 0's row); True when one asks to stop (agreed by all ranks)."""
+        if any(self._with_context) and self.dist.enabled:
+            row = self.dist.gather_objects(row if self.dist.is_main else None)[0]
+        results = []
+        for callback, with_context in zip(self.callbacks, self._with_context, strict=True):
+            if with_context:
+                results.append(callback(row, self._context()))
+            elif self.dist.is_main:
+                results.append(callback(row))
+        return self.dist.any(any(bool(r) for r in results), self.device)
 
     def policy(self) -> Policy:
         """The trained deterministic policy as a :class:`shell.inference.Policy`."""
@@ -389,7 +414,8 @@ class Trainer:
         stop = None if self.dist.enabled else self.stop
         outcome = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
                            self.device, stop=stop, max_episode_steps=self.config.run.eval_max_episode_steps,
-                           on_step=lambda: kill_point("eval", self.update), source=self.eval_source)
+                           on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
+                           wrappers=self.eval_env_changes.wrappers())
         mean = sum(outcome.returns) / len(outcome.returns)
         if self.best_eval is None or mean > self.best_eval:
             self.best_eval = mean
