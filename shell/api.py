@@ -146,7 +146,8 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
           overrides: Mapping[str, Any] | Sequence[str] = (), seed: int | None = None,
           total_timesteps: int | None = None, device: str | None = None, run_dir: str | os.PathLike | None = None,
           callbacks: Sequence[Callback] = (), eval_env: Callable[[], gym.Env] | None = None,
-          progress: bool = True, stop: StopRequest | None = None, dist: Dist | None = None) -> TrainResult:
+          progress: bool = True, stop: StopRequest | None = None, dist: Dist | None = None,
+          tracker_tags: Mapping[str, str] | None = None) -> TrainResult:
     """Train one PPO run and return its :class:`TrainResult`.
 
     Args:
@@ -169,6 +170,8 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
         stop: a :class:`shell.stop.StopRequest` to end the run early with a checkpoint (the CLI
             requests it on SIGINT/SIGTERM); the summary then says ``interrupted``.
         dist: the torch.distributed group (``main.py`` under torchrun); default single-process.
+        tracker_tags: tags for the run in its trackers (``run.loggers``): MLflow tags, W&B tags
+            ``key:value``; ``parent_run_id`` makes the MLflow run a child of that run (``tune``).
 
     Runs made from a factory or a ready vector env cannot be rebuilt from their config: continue
     them from Python with the env again (:func:`resume`). Their policy loads without it
@@ -195,7 +198,8 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
     path = Path(dist.gather_objects(str(path))[0])
     try:
         trainer = Trainer(config, path, dist, stop, env_source=source, callbacks=callbacks,
-                          eval_source=eval_source, progress=progress, source_kind=kind)
+                          eval_source=eval_source, progress=progress, source_kind=kind,
+                          tracker_tags=dict(tracker_tags or {}))
     except ConfigError:
         # a start-up error (env id, space, device, missing extra) leaves no empty run dir behind
         if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):

@@ -1,7 +1,7 @@
 """What a callback of ``train()`` may be given besides the metrics row: a :class:`CallbackContext`, the
 handle for curricula (changing the envs as training goes).
 
-    def harder(row, ctx):                         # callback(row) keeps working; a second argument gets this
+    def harder(row, ctx):                         # callback(row) keeps working; a required second one gets this
         if row["eval_return"] != "" and row["eval_return"] >= 90:
             ctx.env.set_attr("difficulty", 2)     # every training sub-env (of every rank)
             ctx.eval_env.set_attr("difficulty", 2)  # and the envs of every later evaluation
@@ -33,13 +33,17 @@ from shell.errors import ConfigError
 
 
 def takes_context(callback: Callable[..., Any]) -> bool:
-    """True when ``callback`` accepts a second positional argument (the :class:`CallbackContext`)."""
+    """True when ``callback``'s second positional parameter is required, or it takes ``*args``: it is then
+    called as ``callback(row, ctx)``. A second parameter with a default (``def report(row, index=0)``,
+    as callbacks written before contexts existed may have) keeps ``callback(row)``."""
     try:
-        parameters = inspect.signature(callback).parameters.values()
+        parameters = list(inspect.signature(callback).parameters.values())
     except (TypeError, ValueError):  # a builtin without a signature: called with the row alone
         return False
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
+    if len(positional) >= 2:
+        return positional[1].default is inspect.Parameter.empty
+    return any(p.kind == p.VAR_POSITIONAL for p in parameters)
 
 
 class TrainEnv:

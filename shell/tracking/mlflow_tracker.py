@@ -16,7 +16,8 @@
 MLflow's client retries a failed request with backoff for minutes by default; before importing it this
 module sets (where unset) ``MLFLOW_HTTP_REQUEST_TIMEOUT`` to ``run.tracker_timeout``,
 ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` to 2 and ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`` to 1 (about 3 s of
-retries), and turns MLflow's telemetry off (``MLFLOW_DISABLE_TELEMETRY=true``).
+retries), and turns MLflow's telemetry off (``MLFLOW_DISABLE_TELEMETRY=true``), its artifact progress
+bars off and its "View run at" lines on stdout off (``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def disable_telemetry() -> None:
 def _client_env(timeout: float) -> None:
     disable_telemetry()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars on stderr
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout's last line is the summary
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines of database migrations
     logging.getLogger("alembic").setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))

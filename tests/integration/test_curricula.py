@@ -102,11 +102,15 @@ def test_context_callbacks_are_told_apart_and_old_ones_keep_working(tmp_path):
     def new(row, ctx):
         return None
 
-    class Both:
-        def __call__(self, row, ctx=None):
+    class Method:
+        def __call__(self, row, ctx):
             return None
 
-    assert not takes_context(old) and takes_context(new) and takes_context(Both()) and not takes_context([].append)
+    def defaulted(row, index=0):  # a callback of before contexts, with a defaulted second parameter
+        return None
+
+    assert not takes_context(old) and takes_context(new) and takes_context(Method()) and not takes_context([].append)
+    assert takes_context(lambda *args: None) and not takes_context(defaulted)
     seen = []
     shell.train("cartpole", overrides={"env.num_envs": 2, "ppo.num_steps": 16, "ppo.num_minibatches": 2,
                                        "run.eval_episodes": 0, "run.loggers": []}, total_timesteps=64,

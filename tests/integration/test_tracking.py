@@ -69,6 +69,7 @@ def test_mlflow_server_holds_params_metrics_artifacts_and_a_pyfunc_policy(server
     proc = main(*mlflow_args(server.uri), "--run-dir", str(run))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not warnings_of(proc.stderr), proc.stderr[-2000:]
+    assert json.loads(proc.stdout.splitlines()[-1])["run_dir"] == str(run)  # MLflow printed nothing after it
     state = json.loads((run / "mlflow.json").read_text())
     client = server.client()
     got = client.get_run(state["run_id"])
@@ -301,3 +302,46 @@ def test_the_offline_reader_stops_at_a_torn_tail(tmp_path):
     log.write_bytes(data[:4096] + b"\0" * 30000)  # zero-filled as a killed writer may leave it
     part = list(wandb_offline.read_records(log))
     assert part and part == whole[:len(part)] and len(part) < len(whole)
+
+
+# ---------------------------------------------------------------------------------------------- tune
+TUNE_SPACE = """
+[tune.space]
+ppo.learning_rate = { log_uniform = [1e-4, 3e-3] }
+ppo.update_epochs = { int = [1, 3] }
+"""
+
+
+def test_a_tune_study_with_two_jobs_is_one_parent_run_with_a_child_run_per_trial(server, tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text(TUNE_SPACE)
+    study_dir = tmp_path / "study"
+    proc = main("tune", "--config", "cartpole", "--seeds", "0", "--set", "env.num_envs=4", "--set", "ppo.num_steps=64",
+                "--set", "run.eval_episodes=3", "--set", 'run.loggers=["mlflow"]',
+                "--set", f"run.mlflow.tracking_uri={json.dumps(server.uri)}", "--set", 'run.mlflow.experiment="tune"',
+                "--space", str(space), "--trials", "4", "--jobs", "2", "--total-timesteps", "1024",
+                "--study-dir", str(study_dir), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not warnings_of(proc.stderr), proc.stderr[-3000:]
+    result = json.loads(proc.stdout.splitlines()[-1])
+    client = server.client()
+    parent_id = json.loads((study_dir / "mlflow.json").read_text())["run_id"]
+    parent = client.get_run(parent_id)
+    runs = client.search_runs([parent.info.experiment_id])
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent_id]
+    assert len(runs) == 5 and len(children) == 4  # one parent, a child per trial (one seed)
+    assert parent.info.status == "FINISHED" and parent.info.run_name.startswith("study-")
+    import optuna
+
+    trials = optuna.load_study(study_name="cartpole", storage=f"sqlite:///{study_dir / 'study.db'}").trials
+    assert sorted(int(c.data.tags["ppo_core.trial"]) for c in children) == [t.number for t in trials]
+    for child in children:
+        trial = trials[int(child.data.tags["ppo_core.trial"])]
+        # the trial's parameters are its run's params; its score is a tag, and a point on the parent's run
+        assert float(child.data.params["ppo.learning_rate"]) == pytest.approx(trial.params["ppo.learning_rate"])
+        assert child.data.params["ppo.update_epochs"] == str(trial.params["ppo.update_epochs"])
+        assert float(child.data.tags["ppo_core.trial_value"]) == pytest.approx(trial.value)
+        assert child.info.status == "FINISHED" and child.info.run_name == f"trial-{trial.number:04d}-s0"
+    points = {m.step: m.value for m in client.get_metric_history(parent_id, "trial_value")}
+    assert points == pytest.approx({t.number: t.value for t in trials})
+    assert parent.data.tags["ppo_core.best_trial"] == str(result["best_trial"])
