@@ -86,8 +86,11 @@ class Logger:
 
 
 def warn(message: str) -> None:
-    """One warning line on stderr (training goes on)."""
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+    """One warning line on stderr (training goes on), on a line of its own above a progress bar."""
+    from tqdm import tqdm
+
+    tqdm.write(f"warning: {message}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def first_line(exc: BaseException) -> str:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shell.logs import CSV_FIELDS
 from shell.tracking.base import Logger, RunStart
 
-SKIPPED = ("update", "env_steps")  # the row's counters: the step, not scalars
+SCALARS = CSV_FIELDS[2:]  # metrics.csv's columns after update and env_steps (the step), in its order
 
 
 class TensorBoardLogger(Logger):
@@ -25,8 +26,9 @@ class TensorBoardLogger(Logger):
                                      purge_step=start.env_steps + 1 if start.env_steps else None)
 
     def log(self, row: Mapping[str, Any]) -> None:
-        for key, value in row.items():
-            if key in SKIPPED or value == "":
+        for key in SCALARS:
+            value = row[key]
+            if value == "":
                 continue
             group = "charts" if key.startswith(("episodic", "eval")) else "train"
             self._writer.add_scalar(f"{group}/{key}", value, row["env_steps"])

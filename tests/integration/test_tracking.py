@@ -345,3 +345,17 @@ def test_a_tune_study_with_two_jobs_is_one_parent_run_with_a_child_run_per_trial
     points = {m.step: m.value for m in client.get_metric_history(parent_id, "trial_value")}
     assert points == pytest.approx({t.number: t.value for t in trials})
     assert parent.data.tags["ppo_core.best_trial"] == str(result["best_trial"])
+
+
+def test_a_tracking_server_that_is_down_from_the_start_costs_one_warning_line(tmp_path):
+    from .trackers import free_port
+
+    run = tmp_path / "run"
+    started = time.monotonic()
+    proc = main(*mlflow_args(f"http://127.0.0.1:{free_port()}", 4), "--run-dir", str(run))
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = warnings_of(proc.stderr)
+    assert line.startswith("warning: mlflow: ") and "the run goes on without mlflow" in line
+    assert [int(r["update"]) for r in rows(run)] == [1, 2, 3, 4] and not (run / "mlflow.json").exists()
+    assert took < 60, took  # MLflow's client gives up after its few retries, not minutes of backoff
