@@ -109,6 +109,12 @@ def test_mlflow_server_holds_params_metrics_artifacts_and_a_pyfunc_policy(server
     predicted = np.asarray(model.predict(obs))
     assert predicted.shape == (100,) and np.array_equal(predicted, expected)
     assert len(set(expected.tolist())) == 2  # both actions appear: the comparison says something
+    # eval --video on the tracked run adds the video to the same MLflow run
+    video = main("eval", str(run), "--episodes", "1", "--video")
+    assert video.returncode == 0, video.stderr[-2000:]
+    assert json.loads(video.stdout.splitlines()[-1])["videos_logged_to"] == ["mlflow"]
+    (mp4,) = client.list_artifacts(state["run_id"], "videos")
+    assert mp4.path.endswith("-episode-0.mp4") and mp4.file_size > 1000
 
 
 def test_mlflow_after_kill_9_and_resume_holds_every_update_once(server, tmp_path):
