@@ -167,6 +167,7 @@ def test_mlflow_server_stopped_mid_run_costs_one_warning_line(tmp_path):
     assert len(warnings_of(err)) == 1 and "mlflow" in warnings_of(err)[0], err[-3000:]
     assert [int(r["update"]) for r in rows(run)] == list(range(1, updates + 1))
     held_up = ended - (run / "summary.json").stat().st_mtime  # from the summary to the process's end
+    print(f"server stopped after {written_at_stop} of {updates} rows; held up {held_up:.2f} s after the summary")
     assert held_up < 5, held_up
     assert json.loads(out.splitlines()[-1])["env_steps"] == updates * 64
 
@@ -365,3 +366,31 @@ def test_a_tracking_server_that_is_down_from_the_start_costs_one_warning_line(tm
     assert line.startswith("warning: mlflow: ") and "the run goes on without mlflow" in line
     assert [int(r["update"]) for r in rows(run)] == [1, 2, 3, 4] and not (run / "mlflow.json").exists()
     assert took < 60, took  # MLflow's client gives up after its few retries, not minutes of backoff
+
+
+def test_a_tune_study_with_wandb_is_one_group_of_trial_runs(tmp_path):
+    from wandb.proto import wandb_internal_pb2
+
+    from shell.tracking import wandb_offline
+
+    space = tmp_path / "space.toml"
+    space.write_text(TUNE_SPACE)
+    study_dir = tmp_path / "study"
+    proc = main("tune", "--config", "cartpole", "--seeds", "0", "--set", "env.num_envs=4", "--set", "ppo.num_steps=64",
+                "--set", "run.eval_episodes=2", "--set", 'run.loggers=["wandb"]', "--space", str(space),
+                "--trials", "2", "--jobs", "2", "--total-timesteps", "512", "--study-dir", str(study_dir), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not warnings_of(proc.stderr), proc.stderr[-3000:]
+    seen = []
+    for run in sorted(study_dir.glob("trials/*/s0")):
+        state = json.loads((run / "wandb.json").read_text())
+        (log,) = wandb_offline.offline_files(run, state["id"])
+        (record,) = [r.run for r in map(wandb_internal_pb2.Record.FromString, wandb_offline.read_records(log))
+                     if r.WhichOneof("record_type") == "run"][:1]
+        number = int(run.parent.name)
+        assert record.run_group == "cartpole" and record.display_name == f"trial-{number:04d}-s0"
+        assert {"study:cartpole", f"trial:{number}"} <= set(record.tags)
+        assert wandb_offline.summary(run, state["id"])["eval_return_mean"] == \
+            json.loads((run / "summary.json").read_text())["eval_return_mean"]
+        seen.append(number)
+    assert seen == [0, 1]
