@@ -60,10 +60,13 @@ def read_state(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def _init(run_dir: Path, table: Mapping[str, Any], config: Any, run_id: str, timeout: float) -> Any:
+def _init(run_dir: Path, table: Mapping[str, Any], config: Any, run_id: str, timeout: float,
+          extra_tags: Mapping[str, str] | None = None) -> Any:
     import wandb
 
     kwargs = {k: table[k] for k in ("entity", "group", "tags", "name", "notes", "job_type", "mode") if k in table}
+    if extra_tags:  # tune's study and trial, as W&B tags "key:value"
+        kwargs["tags"] = [*kwargs.get("tags", []), *(f"{k}:{v}" for k, v in extra_tags.items())]
     project = table.get("project") or os.environ.get("WANDB_PROJECT") or "ppo-core"
     settings = wandb.Settings(console="off", silent=True, x_disable_stats=True, init_timeout=max(timeout, 30.0))
     return wandb.init(project=project, dir=str(run_dir), config=config, id=run_id, resume="allow",
@@ -82,11 +85,10 @@ class WandbBackend(TrackerBackend):
         table = start.config["run"].get("wandb") or {}
         state = read_state(start.run_dir) if start.resumed else None
         run_id = state["id"] if state else secrets.token_hex(4)  # W&B's ids: 8 lowercase letters or digits
-        self.run = _init(start.run_dir, table, {k: dict(v) for k, v in start.config.items()}, run_id, start.timeout)
+        self.run = _init(start.run_dir, table, {k: dict(v) for k, v in start.config.items()}, run_id, start.timeout,
+                         {k: v for k, v in start.tags.items() if k in ("study", "trial", "seed")})
         self.run.define_metric("env_steps")
         self.run.define_metric("*", step_metric="env_steps")
-        if start.tags:
-            self.run.tags = (*self.run.tags, *(f"{k}:{v}" for k, v in start.tags.items()))
         mode = "offline" if self.run.settings._offline else "online"
         data = {"id": self.run.id, "project": self.run.project, "entity": self.run.entity, "mode": mode}
         atomic_write(start.run_dir / STATE_FILE, lambda f: f.write((json.dumps(data, indent=2) + "\n").encode()))
