@@ -394,3 +394,20 @@ def test_a_tune_study_with_wandb_is_one_group_of_trial_runs(tmp_path):
             json.loads((run / "summary.json").read_text())["eval_return_mean"]
         seen.append(number)
     assert seen == [0, 1]
+
+
+def test_wandb_takes_what_the_table_leaves_out_from_its_environment_variables(tmp_path):
+    from wandb.proto import wandb_internal_pb2
+
+    from shell.tracking import wandb_offline
+
+    run = tmp_path / "run"
+    proc = main(*SMALL, "--total-timesteps", "128", "--run-dir", str(run), "--set", 'run.loggers=["wandb"]',
+                "--set", 'run.wandb={name="from-table"}',
+                env={"WANDB_PROJECT": "env-project", "WANDB_RUN_GROUP": "env-group", "WANDB_NAME": "from-env"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    state = json.loads((run / "wandb.json").read_text())
+    (log,) = wandb_offline.offline_files(run, state["id"])
+    (record,) = [r.run for r in map(wandb_internal_pb2.Record.FromString, wandb_offline.read_records(log))
+                 if r.WhichOneof("record_type") == "run"][:1]
+    assert (record.project, record.run_group, record.display_name) == ("env-project", "env-group", "from-table")
