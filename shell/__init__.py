@@ -12,7 +12,7 @@ from shell.envs.pomdp import register as _register_pomdp
 _register_pomdp()
 
 _API = {"train": "shell.api", "resume": "shell.api", "StopOnReward": "shell.api", "TrainResult": "shell.api",
-        "load_policy": "shell.inference", "Policy": "shell.inference"}
+        "load_policy": "shell.inference", "Policy": "shell.inference", "CallbackContext": "shell.callbacks"}
 __all__ = sorted(_API)
 
 

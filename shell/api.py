@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 import gymnasium as gym
 
+from shell.callbacks import CallbackContext
 from shell.checkpoint import latest_checkpoint
 from shell.config import Config, apply_overrides, config_from_saved, load_config
 from shell.distributed import Dist
@@ -41,6 +42,7 @@ from shell.errors import ConfigError
 from shell.inference import Policy, read_checkpoint, require_env
 from shell.runner import Trainer, prepare_run_dir
 from shell.stop import StopRequest
+from shell.tracking import check_loggers
 
 __all__ = ["Callback", "EnvSource", "StopOnReward", "TrainResult", "resume", "train"]
 
@@ -48,7 +50,9 @@ EnvSource = str | Callable[[], gym.Env] | gym.vector.VectorEnv
 #: Called on rank 0 after every update with that update's metrics row (the same dict as a row of
 #: metrics.csv; ``eval_return`` is ``""`` when no evaluation ran). Returning True ends training: the
 #: run then checkpoints and evaluates as at its planned end, and the summary says ``stopped_early``.
-Callback = Callable[[dict[str, Any]], "bool | None"]
+#: A callback that takes a second argument gets a :class:`shell.callbacks.CallbackContext` (the envs,
+#: for curricula) and runs on every rank; see shell/callbacks.py.
+Callback = Callable[[dict[str, Any]], "bool | None"] | Callable[[dict[str, Any], CallbackContext], "bool | None"]
 
 
 @attrs.frozen
@@ -142,7 +146,8 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
           overrides: Mapping[str, Any] | Sequence[str] = (), seed: int | None = None,
           total_timesteps: int | None = None, device: str | None = None, run_dir: str | os.PathLike | None = None,
           callbacks: Sequence[Callback] = (), eval_env: Callable[[], gym.Env] | None = None,
-          progress: bool = True, stop: StopRequest | None = None, dist: Dist | None = None) -> TrainResult:
+          progress: bool = True, stop: StopRequest | None = None, dist: Dist | None = None,
+          tracker_tags: Mapping[str, str] | None = None) -> TrainResult:
     """Train one PPO run and return its :class:`TrainResult`.
 
     Args:
@@ -158,14 +163,17 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
         total_timesteps: ``run.total_timesteps``; wins over the config and overrides.
         device: ``run.device``; wins over the config and overrides.
         run_dir: the output folder (new or empty); default ``runs/<env>__s<seed>__<time>``.
-        callbacks: called after every update with its metrics row; one returning True stops
-            training (see :data:`Callback`, :class:`StopOnReward`).
+        callbacks: called after every update with its metrics row (and a
+            :class:`shell.callbacks.CallbackContext` if they take two arguments); one returning True
+            stops training (see :data:`Callback`, :class:`StopOnReward`).
         eval_env: a factory for evaluation envs (default: the training factory, or the registered
             id of a ready vector env's spec).
         progress: show a tqdm progress bar on stderr.
         stop: a :class:`shell.stop.StopRequest` to end the run early with a checkpoint (the CLI
             requests it on SIGINT/SIGTERM); the summary then says ``interrupted``.
         dist: the torch.distributed group (``main.py`` under torchrun); default single-process.
+        tracker_tags: tags for the run in its trackers (``run.loggers``): MLflow tags, W&B tags
+            ``key:value``; ``parent_run_id`` makes the MLflow run a child of that run (``tune``).
 
     Runs made from a factory or a ready vector env cannot be rebuilt from their config: continue
     them from Python with the env again (:func:`resume`). Their policy loads without it
@@ -181,6 +189,7 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
     config = _resolve_config(config, overrides, explicit)
     config, source, kind = _with_source(config, env)
     check_env_config(config.env)  # the backend's own rules, before a run dir exists
+    check_loggers(config.to_dict())  # names, extras, tracking URIs
     if any(getattr(cb, "needs_eval", False) for cb in callbacks) and not config.run.eval_every:
         raise ConfigError("StopOnReward judges the periodic eval_return; set run.eval_every (e.g. "
                           "overrides={'run.eval_every': 5})")
@@ -191,7 +200,8 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
     path = Path(dist.gather_objects(str(path))[0])
     try:
         trainer = Trainer(config, path, dist, stop, env_source=source, callbacks=callbacks,
-                          eval_source=eval_source, progress=progress, source_kind=kind)
+                          eval_source=eval_source, progress=progress, source_kind=kind,
+                          tracker_tags=dict(tracker_tags or {}))
     except ConfigError:
         # a start-up error (env id, space, device, missing extra) leaves no empty run dir behind
         if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):
@@ -234,6 +244,7 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
         config, source, kind = _with_source(config, env)
         config = attrs.evolve(config, env=attrs.evolve(config.env, id=state["config"]["env"]["id"]))
     check_env_config(config.env)
+    check_loggers(config.to_dict())
     eval_source = _eval_source(env, kind, eval_env, config)
     if dist is None or dist.is_main:
         for stale in path.parent.glob(".*.tmp"):

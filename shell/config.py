@@ -72,6 +72,9 @@ def _names(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 
 _names.allowed = "a non-empty list of distinct keys"
+def _distinct(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if len(set(value)) != len(value):
+        raise ConfigError(f"{_key(attribute)} = {value!r}: names one twice")
 
 
 WRAPPER_CLASS = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -233,6 +236,17 @@ class RunConfig:
     keep_checkpoints: int = _field(3, "Keep this many most recent checkpoints, plus best.pt.", _range(1))
     torch_threads: int = _field(1, "main.py's torch.set_num_threads (small MLPs are fastest with 1 per process); "
                                    "shell.train leaves threads to its caller.", _range(1))
+    loggers: list[str] = _field(["tensorboard"], "Where each update's row goes besides metrics.csv (always "
+                                "written): any of 'tensorboard', 'wandb', 'mlflow' (shell/tracking/; [] = none).",
+                                _distinct)
+    wandb: dict[str, Any] = _field(attrs.Factory(dict), "The [run.wandb] table: project, entity, group, tags, name, "
+                                   "notes, mode (absent keys: W&B's own WANDB_* environment variables).")
+    mlflow: dict[str, Any] = _field(attrs.Factory(dict), "The [run.mlflow] table: tracking_uri (absent: "
+                                    "MLFLOW_TRACKING_URI, else sqlite in the run dir), experiment, run_name.")
+    tracker_timeout: float = _field(30.0, "Seconds a tracker (wandb, mlflow) may take to open its run, for one "
+                                          "request, and without progress at the end; past it the run goes on "
+                                          "without it.",
+                                    _range(0.0, lo_open=True))
 
 
 SECTIONS: dict[str, type] = {"env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "run": RunConfig}

@@ -35,6 +35,7 @@ from shell.inference import (
 )
 from shell.installation import install_hint
 from shell.stop import StopRequest
+from shell.tracking import log_videos
 
 # SOURCE_NAMES, Policy, build_agent, load_agent, load_policy and resolve_checkpoint moved to shell.inference;
 # they are re-exported here for one release
@@ -154,8 +155,9 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
     ``summary.json`` of the run is left alone. With ``video``, the first ``video_episodes`` evaluation
     episodes are played again, one at a time with the same seeds, and recorded as mp4s in ``videos/``
     beside the checkpoint (``<checkpoint>-episode-<i>.mp4``), through gymnasium's RecordVideo
-    (rgb_array rendering); the result names them in ``videos``. Episodes are capped at the run's
-    ``run.eval_max_episode_steps`` (see :func:`evaluate`).
+    (rgb_array rendering); the result names them in ``videos``. A run tracked with W&B or MLflow
+    (``run.loggers``) gets them too, in its tracker run (``videos_logged_to`` names the trackers).
+    Episodes are capped at the run's ``run.eval_max_episode_steps`` (see :func:`evaluate`).
 
     Raises:
         ConfigError: a bad target, a corrupt checkpoint, a run trained on a factory or a ready
@@ -208,6 +210,10 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
         finally:
             recording.unlink(missing_ok=True)  # an interrupted one
         result.update(video_episodes=video_episodes, videos=videos)
+        run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
+        if run_dir is not None and videos:  # a tracked run: the videos go to its W&B / MLflow run too
+            result["videos_logged_to"] = log_videos(run_dir, config.run.loggers, [Path(v) for v in videos],
+                                                    config.run.tracker_timeout)
     (path.parent / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 

@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 import core
+from shell.callbacks import CallbackContext, EvalEnv, TrainEnv, callback_states, load_callback_states, takes_context
 from shell.checkpoint import save_checkpoint, space_to_data
 from shell.config import Config, dump_toml
 from shell.devices import resolve_device
@@ -38,6 +39,7 @@ from shell.ppo import PPO
 from shell.rollout import Collector
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.storage import RolloutStorage
+from shell.tracking import FAILED, FINISHED, KILLED, Loggers, RunEnd, RunStart, numeric, open_loggers
 
 __all__ = ["CSV_FIELDS", "Trainer", "prepare_run_dir", "resolve_device"]  # resolve_device: shell.devices
 
@@ -81,16 +83,23 @@ class Trainer:
     evaluation; once requested, the run saves a checkpoint and returns its summary
     with ``interrupted: true`` (the CLI requests it on SIGINT/SIGTERM).
 
-    ``callbacks`` are called on rank 0 after each update's metrics row is written, with
-    that row (the columns of metrics.csv; ``eval_return`` is ``""`` when no evaluation ran
-    in the update). If one returns True, the loop ends after that update: the final
-    checkpoint and evaluation follow as usual and the summary has ``stopped_early: true``. An exception
-    raised by a callback propagates out of ``train()``.
+    ``callbacks`` are called after each update's metrics row is written, with that row (the
+    columns of metrics.csv; ``eval_return`` is ``""`` when no evaluation ran in the update): on
+    rank 0, or on every rank for one that takes a second argument, a
+    :class:`shell.callbacks.CallbackContext` (curricula: it reaches the envs). If one returns
+    True, the loop ends after that update: the final checkpoint and evaluation follow as usual
+    and the summary has ``stopped_early: true``. An exception raised by a callback propagates
+    out of ``train()``. The state of callbacks with ``state_dict`` is in every checkpoint
+    (shell/callbacks.py).
+
+    Rank 0 hands every row to its loggers (``run.loggers``, shell/tracking/), which the trainer knows
+    only through their interface; trackers get rows once a checkpoint covers them.
     """
 
     def __init__(self, config: Config, run_dir: Path, dist: Dist | None = None, stop: StopRequest | None = None,
-                 env_source: Any = None, callbacks: Sequence[Callable[[dict[str, Any]], bool | None]] = (),
-                 eval_source: Any = None, progress: bool = True, source_kind: str | None = None):
+                 env_source: Any = None, callbacks: Sequence[Callable[..., bool | None]] = (),
+                 eval_source: Any = None, progress: bool = True, source_kind: str | None = None,
+                 tracker_tags: dict[str, str] | None = None):
         self.config = config
         self.run_dir = Path(run_dir)
         self.dist = dist or Dist()
@@ -101,6 +110,8 @@ class Trainer:
 
         self.env_source, self.eval_source, self.source_kind = env_source, eval_source, source_kind
         self.callbacks = list(callbacks)
+        self._with_context = [takes_context(cb) for cb in self.callbacks]
+        self.eval_env_changes = EvalEnv()  # what callbacks set on the envs of later evaluations
         self.progress = progress
         self.stopped_early = False
         self.env = make_env(config.env, self.device, source=env_source)
@@ -138,6 +149,8 @@ class Trainer:
         self.recent_return: float | None = None
         self._signal: int | None = None  # the signal that interrupted train(), if any
         self._saved_update: int | None = None  # the update of the newest checkpoint on disk
+        self.tracker_tags = dict(tracker_tags or {})
+        self._loggers = Loggers()  # rank 0's loggers (run.loggers), open during train()
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.toml").write_text(dump_toml(config))
@@ -161,6 +174,7 @@ class Trainer:
             "rank_generators": self.dist.gather_objects(self.generator.get_state()),
             "spaces": self.spaces,
             "action_mask": self.agent.action_mask_source,  # where the masks came from (None: unmasked)
+            "callbacks": callback_states(self.callbacks),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -177,6 +191,7 @@ class Trainer:
             raise ConfigError(f"the checkpoint was written by {state.get('world_size', 1)} process(es); "
                               f"resume it with the same number, not {self.dist.world_size}")
         self.generator.set_state(state["rank_generators"][self.dist.rank])
+        load_callback_states(self.callbacks, state.get("callbacks", []))
 
     def save(self) -> Path:
         """Atomically write ``checkpoints/ckpt_<env_steps>.pt`` (rank 0); keep the newest ``keep_checkpoints``."""
@@ -187,6 +202,7 @@ class Trainer:
             save_checkpoint(path, state, on_written=lambda: kill_point("checkpoint", self.update))
             for old in sorted(folder.glob("ckpt_*.pt"))[: -self.config.run.keep_checkpoints]:
                 old.unlink()
+            self._loggers.checkpointed(self.update)  # trackers get rows once a checkpoint covers them
         self._saved_update = self.update
         return path
 
@@ -257,9 +273,27 @@ class Trainer:
         """
         cfg, main = self.config, self.dist.is_main
         num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
-        logs = RunLogs(self.run_dir, self.update, self.env_steps) if main else None
+        logs = RunLogs(self.run_dir, self.update) if main else None
         progress = tqdm(total=num_updates * step_batch, initial=self.env_steps, unit="step", file=sys.stderr,
                         dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id, disable=not (main and self.progress))
+        if logs is not None:
+            self._loggers = open_loggers(cfg.run.loggers, RunStart(
+                self.run_dir, cfg.to_dict(), self.update, self.env_steps, [numeric(r) for r in logs.done_rows],
+                cfg.run.tracker_timeout, self.tracker_tags))
+        try:
+            summary, checkpoint = self._train(logs, progress)
+        except BaseException:
+            self._loggers.finish(RunEnd(FAILED))
+            self._loggers.close()
+            raise
+        self._loggers.finish(RunEnd(KILLED if self._signal is not None else FINISHED, summary, checkpoint))
+        self._loggers.close()
+        return summary
+
+    def _train(self, logs: RunLogs | None, progress: tqdm) -> tuple[dict[str, Any], Path | None]:
+        """The loop of :meth:`train`; returns the summary and the final checkpoint."""
+        cfg, main = self.config, self.dist.is_main
+        num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
         outcome: EvalResult | None = None
         checkpoint: Path | None = None
         pending: dict[str, Any] | None = None  # the row of a finished update, not yet written
@@ -267,6 +301,9 @@ class Trainer:
             # A fresh run resets with `seed` (plus the rank's offset); a resumed one with a seed
             # derived from its update count.
             offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
+            for callback in self.callbacks:  # every rank: restored curriculum state reaches the new envs
+                if callable(getattr(callback, "on_train_start", None)):
+                    callback.on_train_start(self._context())
             obs = self.env.reset(seed=cfg.run.seed + offset)
             self.collector.restart()
             start = time.perf_counter() - self.train_seconds
@@ -301,6 +338,7 @@ class Trainer:
                 row, pending = pending, None
                 if logs is not None:
                     logs.write(row)
+                    self._loggers.log(row)
                 if self.callbacks and self._callbacks_say_stop(row):
                     self.stopped_early = True
                 if eval_due or (cfg.run.checkpoint_every and self.update % cfg.run.checkpoint_every == 0):
@@ -318,11 +356,13 @@ class Trainer:
             if main:
                 outcome = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device,
                                    stop=self.stop, max_episode_steps=cfg.run.eval_max_episode_steps,
-                                   on_step=lambda: kill_point("eval", self.update), source=self.eval_source)
+                                   on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
+                                   wrappers=self.eval_env_changes.wrappers())
         except Interrupted as exc:
             self._signal = exc.signum
             if pending is not None and logs is not None:
                 logs.write(pending)
+                self._loggers.log(pending)
             if self._saved_update != self.update:
                 checkpoint = self.save()
         except TrainingError as exc:
@@ -335,14 +375,24 @@ class Trainer:
         if self._signal is not None and main:  # after the progress bar's last line
             print(f"interrupted by {signal.Signals(self._signal).name}: checkpoint saved to {checkpoint}; "
                   f"continue with --resume {self.run_dir}", file=sys.stderr)
-        return self._write_summary(outcome, checkpoint)
+        return self._write_summary(outcome, checkpoint), checkpoint
+
+    def _context(self) -> CallbackContext:
+        return CallbackContext(TrainEnv(self.env, self.config.env.backend), self.eval_env_changes, self.update,
+                               self.env_steps, self.config, self.run_dir, self.dist.rank, self.dist.world_size)
 
     def _callbacks_say_stop(self, row: dict[str, Any]) -> bool:
-        """Call every callback with the row (rank 0); True when one asks to stop (agreed by all ranks)."""
-        flag = False
-        if self.dist.is_main:
-            flag = any([bool(callback(row)) for callback in self.callbacks])
-        return self.dist.any(flag, self.device)
+        """Call the callbacks with the row: those of the row alone on rank 0, those that take a context on
+        every rank (with rank 0's row); True when one asks to stop (agreed by all ranks)."""
+        if any(self._with_context) and self.dist.enabled:
+            row = self.dist.gather_objects(row if self.dist.is_main else None)[0]
+        results = []
+        for callback, with_context in zip(self.callbacks, self._with_context, strict=True):
+            if with_context:
+                results.append(callback(row, self._context()))
+            elif self.dist.is_main:
+                results.append(callback(row))
+        return self.dist.any(any(bool(r) for r in results), self.device)
 
     def policy(self) -> Policy:
         """The trained deterministic policy as a :class:`shell.inference.Policy`."""
@@ -365,7 +415,8 @@ class Trainer:
         stop = None if self.dist.enabled else self.stop
         outcome = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
                            self.device, stop=stop, max_episode_steps=self.config.run.eval_max_episode_steps,
-                           on_step=lambda: kill_point("eval", self.update), source=self.eval_source)
+                           on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
+                           wrappers=self.eval_env_changes.wrappers())
         mean = sum(outcome.returns) / len(outcome.returns)
         if self.best_eval is None or mean > self.best_eval:
             self.best_eval = mean

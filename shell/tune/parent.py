@@ -16,9 +16,11 @@ from shell.config import Config
 from shell.errors import ConfigError, TrainingError
 from shell.installation import source_checkout
 from shell.stop import StopRequest, exit_code
+from shell.tracking import check_loggers
 from shell.tune.outputs import write_outputs
 from shell.tune.settings import DEFAULT_HEARTBEAT, Settings, resolve_settings
 from shell.tune.study import _counted, _counts, load_study, masked
+from shell.tune.tracking import close_study_run, open_study_run
 
 
 def tune(config: str, trials: int, stop: StopRequest, *, jobs: int = 1, seeds: list[int] | None = None,
@@ -37,6 +39,7 @@ def tune(config: str, trials: int, stop: StopRequest, *, jobs: int = 1, seeds: l
     settings, base, notes = resolve_settings(config, trials, None if seeds is None else list(seeds), total_timesteps,
                                              list(overrides), study_dir, storage, study, space, pruner, heartbeat)
     _check_env(base)
+    check_loggers(base.to_dict())  # run.loggers' names, extras and tracking URIs, before the study dir exists
     directory = Path(settings.study_dir)
     created = not directory.exists()
     if directory.exists() and not directory.is_dir():
@@ -58,9 +61,14 @@ def tune(config: str, trials: int, stop: StopRequest, *, jobs: int = 1, seeds: l
     print(f"tune: study {settings.study!r} in {masked(settings.storage)}: {_counted(counts)} of {settings.trials} "
           f"trials counted; study dir {directory}", file=sys.stderr)
     failures: list[str] = []
+    open_study_run(settings.config, settings.study, directory)  # the trackers' parent run, before any trial
     if remaining > 0 and not stop.requested:
         failures = _run_workers(settings, min(jobs, remaining), stop)
     result = write_outputs(study_obj, settings)
+    best = {"number": result["best_trial"], "value": result["best_value"], "params": result["best_params"]} \
+        if "best_trial" in result else None
+    close_study_run(settings.config, directory, best, "KILLED" if stop.requested else "FAILED" if failures
+                    else "FINISHED")
     if stop.requested:
         result.update(interrupted=True, exit_code=exit_code(stop.signum))
         print(f"tune: interrupted by {signal.Signals(stop.signum).name}; continue with the same command "

@@ -30,6 +30,7 @@ from shell.tune.study import (
     _StudyLock,
     load_study,
 )
+from shell.tune.tracking import record_trial, trial_run_config
 
 MAX_FAILURES_IN_A_ROW = 5
 
@@ -204,11 +205,14 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
     trial_config(settings, params)  # an invalid combination fails here, before any run dir
     per_seed = settings.evals + 1
     finals: list[float] = []
+    run_dirs: list[Path] = []
     for index, seed in enumerate(settings.seeds):
         if stop.requested:
             raise TrialInterrupted(stop.signum)
-        config = trial_config(settings, params, seed)
+        config, tags = trial_run_config(trial_config(settings, params, seed), settings.study,
+                                        Path(settings.study_dir), trial.number, seed)
         run_dir = Path(settings.study_dir) / "trials" / f"{trial.number:04d}" / f"s{seed}"
+        run_dirs.append(run_dir)
         periodic = 0
 
         def report(row: dict[str, Any], index: int = index, seed: int = seed) -> None:
@@ -222,7 +226,8 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
             if trial.should_prune():
                 raise optuna.TrialPruned(f"at seed {seed}, update {row['update']}")
 
-        summary = train(config, run_dir=run_dir, stop=stop, callbacks=[report], progress=False).summary
+        summary = train(config, run_dir=run_dir, stop=stop, callbacks=[report], progress=False,
+                        tracker_tags=tags).summary
         if summary["interrupted"]:
             raise TrialInterrupted(stop.signum or signal.SIGTERM)
         finals.append(float(summary["eval_return_mean"]))
@@ -232,4 +237,6 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
             trial.report(value, (index + 1) * per_seed)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"after seed {seed}")
-    return statistics.fmean(finals)
+    value = statistics.fmean(finals)
+    record_trial(settings.config, Path(settings.study_dir), trial.number, value, run_dirs)
+    return value
