@@ -72,9 +72,14 @@ def _names(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 
 _names.allowed = "a non-empty list of distinct keys"
+
+
 def _distinct(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if len(set(value)) != len(value):
         raise ConfigError(f"{_key(attribute)} = {value!r}: names one twice")
+
+
+_distinct.allowed = "distinct names"
 
 
 WRAPPER_CLASS = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
