@@ -81,36 +81,33 @@ def _key(item: Any) -> str:
 def history(run_dir: Path, run_id: str) -> list[dict[str, Any]]:
     """Every history row W&B holds offline for ``run_id`` (all its files, in order): ``{key: value}``
     with W&B's own ``_step`` (and ``_runtime``, ``_timestamp``)."""
-    rows = []
-    for path in offline_files(run_dir, run_id):
-        for raw in read_records(path):
-            record = _parse(raw)
-            if record.WhichOneof("record_type") == "history":
-                rows.append({_key(item): json.loads(item.value_json) for item in record.history.item})
-    return rows
+    return [{_key(item): json.loads(item.value_json) for item in record.history.item}
+            for kind, record in _records(run_dir, run_id) if kind == "history"]
 
 
 def config(run_dir: Path, run_id: str) -> dict[str, Any]:
     """The run config W&B holds offline (the updates of all files merged; ``_wandb`` left out)."""
     out: dict[str, Any] = {}
-    for path in offline_files(run_dir, run_id):
-        for raw in read_records(path):
-            record = _parse(raw)
-            kind = record.WhichOneof("record_type")
-            items = record.config.update if kind == "config" else record.run.config.update if kind == "run" else ()
-            for item in items:
-                if _key(item) != "_wandb":
-                    out[_key(item)] = json.loads(item.value_json)
+    for kind, record in _records(run_dir, run_id):
+        items = record.config.update if kind == "config" else record.run.config.update if kind == "run" else ()
+        for item in items:
+            if _key(item) != "_wandb":
+                out[_key(item)] = json.loads(item.value_json)
     return out
 
 
 def summary(run_dir: Path, run_id: str) -> dict[str, Any]:
     """The run summary W&B holds offline (later updates win)."""
     out: dict[str, Any] = {}
+    for kind, record in _records(run_dir, run_id):
+        if kind == "summary":
+            out.update({_key(item): json.loads(item.value_json) for item in record.summary.update})
+    return out
+
+
+def _records(run_dir: Path, run_id: str) -> Iterator[tuple[str, Any]]:
+    """``(record type, record)`` of every record W&B wrote offline for ``run_id``, file by file, in order."""
     for path in offline_files(run_dir, run_id):
         for raw in read_records(path):
             record = _parse(raw)
-            if record.WhichOneof("record_type") == "summary":
-                for item in record.summary.update:
-                    out[_key(item)] = json.loads(item.value_json)
-    return out
+            yield record.WhichOneof("record_type"), record
