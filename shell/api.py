@@ -37,6 +37,7 @@ from shell.callbacks import CallbackContext
 from shell.checkpoint import latest_checkpoint
 from shell.config import Config, apply_overrides, config_from_saved, load_config
 from shell.distributed import Dist
+from shell.envs import backend as env_backend
 from shell.envs import check_config as check_env_config
 from shell.errors import ConfigError
 from shell.inference import Policy, read_checkpoint, require_env
@@ -121,8 +122,9 @@ def _with_source(config: Config, env: EnvSource | None) -> tuple[Config, Any, st
                                backend="gymnasium")
         return attrs.evolve(config, env=env_cfg), env, "vector_env"
     if callable(env):
-        return attrs.evolve(config, env=attrs.evolve(config.env, id=_source_name(env), backend="gymnasium")), env, \
-            "factory"
+        # a factory runs on the gymnasium backend, or for a multi-agent config on pettingzoo (a ParallelEnv factory)
+        kept = config.env.backend if getattr(env_backend(config.env.backend), "MULTI_AGENT", False) else "gymnasium"
+        return attrs.evolve(config, env=attrs.evolve(config.env, id=_source_name(env), backend=kept)), env, "factory"
     raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
                       f"not {type(env).__name__}")
 
@@ -154,7 +156,8 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
         config: a :class:`shell.config.Config`, a TOML file (also looked up in configs/), or None
             for the defaults.
         env: an env id, a ``Callable[[], gymnasium.Env]`` (called once per sub-env; wrapped with
-            the config's ``env.obs_keys`` / Atari chain), or a ready ``gymnasium.vector.VectorEnv``
+            the config's ``env.obs_keys`` / Atari chain; with ``env.backend = "pettingzoo"`` a
+            ``Callable[[], pettingzoo.ParallelEnv]``, called once per copy), or a ready ``gymnasium.vector.VectorEnv``
             (SAME_STEP or NEXT_STEP autoreset; its ``num_envs`` wins; it is closed at the end, as
             the envs the run builds are). None: the config's ``env.id``.
         overrides: ``{"ppo.learning_rate": 1e-3, "env.kwargs.continuous": True}`` or CLI-style

@@ -82,6 +82,15 @@ def _distinct(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 _distinct.allowed = "distinct names"
 
 
+def _groups(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    for name, members in value.items():
+        if not isinstance(members, list) or not members or not all(isinstance(a, str) for a in members):
+            raise ConfigError(f"{_key(attribute)}.{name} = {members!r}: needs a non-empty list of agent names")
+
+
+_groups.allowed = "a table of group name = [agent names]"
+
+
 WRAPPER_CLASS = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -132,8 +141,10 @@ class EnvConfig:
     num_envs: int = _field(16, "Parallel envs per process.", _range(1))
     vectorization_mode: str = _field("sync", "Gymnasium vector env: 'sync' or 'async'.", _one_of("sync", "async"))
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs), 'torch' (batched tensor envs), 'ale' (ale-py's "
-                          "C++ AtariVectorEnv running the Atari chain; needs env.atari) or 'envpool' (EnvPool's "
-                          "C++ thread pool; the envpool extra). Each backend checks its own keys (shell/envs/).")
+                          "C++ AtariVectorEnv running the Atari chain; needs env.atari), 'envpool' (EnvPool's "
+                          "C++ thread pool; the envpool extra) or 'pettingzoo' (a Parallel-API multi-agent env: "
+                          "env.id names a module with parallel_env(); the multiagent extra). Each backend checks its "
+                          "own keys (shell/envs/).")
     kwargs: dict[str, Any] = _field(attrs.Factory(dict), "Keyword arguments for gymnasium.make of each sub-env "
                                     "(a TOML table, e.g. { continuous = true }); a string naming an existing file "
                                     "or folder relative to the config file's folder (to the current folder for "
@@ -142,6 +153,9 @@ class EnvConfig:
         attrs.Factory(list), "Wrappers of each sub-env, innermost first, around what gymnasium.make returns and "
         "inside env.obs_keys' filter and the Atari chain: [[env.wrappers]] tables with class = \"module:Name\" "
         "and optional kwargs = { ... }.", _wrapper_specs)
+    groups: dict[str, list[str]] = _field(attrs.Factory(dict), "pettingzoo: agents by group, e.g. { adversary = "
+                                          "[\"adversary_0\"], agent = [\"agent_0\"] }; each group has a policy of "
+                                          "its own (absent = agents with identical spaces).", _groups)
     obs_keys: list[str] | None = _field(None, "Dict observations: the keys to keep (FilterObservation); absent = all.",
                                         _names)
     action_mask: str = _field("auto", "Invalid-action masks: 'info' (info['action_mask'] on reset and step), 'obs' "
@@ -193,6 +207,12 @@ class PolicyConfig:
                             _one_of("none", "lstm", "gru"))
     rnn_hidden_size: int = _field(64, "recurrent: width of the LSTM/GRU state.", _range(1))
     share_rnn: bool = _field(False, "recurrent: actor and critic share one recurrent core (default: one each).")
+    agent_id: bool = _field(False, "Multi-agent (pettingzoo): append the agent's one-hot index in its group to "
+                                   "what the policy observes (parameter sharing with agent identity).")
+    critic: str = _field("local", "Multi-agent (pettingzoo): the critic sees the agent's own observation ('local'), "
+                                  "the env's global state() ('state') or all agents' observations of the group "
+                                  "('concat', MAPPO's centralised critic); the actor always sees its own.",
+                         _one_of("local", "state", "concat"))
     seq_len: int = _field(0, "recurrent: update on sequences of this many steps with their stored start states "
                              "(0 = whole env columns of the rollout); must divide ppo.num_steps.", _range(0))
 

@@ -65,6 +65,7 @@ from shell.errors import ConfigError, ExportError
 from shell.inference import Policy, load_agent, resolve_checkpoint
 from shell.installation import install_hint
 from shell.observations import ObsLayout, ObsPart, obs_layout
+from shell.policies import AgentGroups
 
 FORMATS = ("onnx", "pt2")
 CHECK_SAMPLES = 32
@@ -420,7 +421,7 @@ def _compare(got: np.ndarray, expected: np.ndarray, policy: Policy) -> float:
 
 
 def export_policy(target: str | Path, format: str = "onnx", out: str | Path | None = None,
-                  env: Any = None) -> ExportResult:
+                  env: Any = None, group: str | None = None) -> ExportResult:
     """Export the deterministic policy of a checkpoint (or of a run dir's newest one) to one file.
 
     See the module docstring for the exported function's inputs and output. The policy is exported
@@ -438,14 +439,18 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
         env: not needed: the checkpoint stores the spaces, and the check samples observations from
             them. Only a checkpoint written before the spaces were stored, of a run trained from an
             env factory (or a vector env), needs that env again for its spaces.
+        group: a multi-agent run with several groups of agents has a policy per group: the one to
+            export (default file ``ckpt_000000065536.<group>.onnx``); :func:`export_groups` writes each.
+            Its inputs are one agent's observation as the trainer saw it (shell/envs/pettingzoo.py);
+            a centralised critic's ``critic`` input is not read by the actor (pass zeros).
 
     Returns:
         ExportResult: the written file, its format, its input names and the parity check's result.
 
     Raises:
         ConfigError: an unknown format, a missing ``export`` extra (with the pip command), a bad
-            target (no run dir or checkpoint, a corrupt checkpoint), or an ``out`` that cannot be
-            written.
+            target (no run dir or checkpoint, a corrupt checkpoint), an ``out`` that cannot be
+            written, or a ``group`` the run does not have (or none named for a run with several).
         ExportError: the exporter failed, or the written file does not act as the policy does.
     """
     if format not in FORMATS:
@@ -454,13 +459,22 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
         _require_onnx()
     checkpoint = resolve_checkpoint(target)
     agent, config, state = load_agent(checkpoint, "cpu", env)
+    suffix = f".{format}"
+    if isinstance(agent, AgentGroups):
+        if group not in agent:
+            raise ConfigError(f"the run has a policy per group of agents {list(agent)}: name one to export "
+                              f"(group=...), or export each with export_groups" + (f"; {group!r} is none of them"
+                                                                                   if group is not None else ""))
+        agent, suffix = agent[group], f".{group}.{format}"
+    elif group is not None:
+        raise ConfigError(f"group={group!r}: the run has one policy; export it without a group")
     observation_space = agent.observation_space
     policy = Policy(agent, observation_space)
     if format == "onnx" and config.policy.cnn_precision == "bfloat16" and any(
             part.kind == "image" for part in obs_layout(observation_space).parts.values()):
         raise ConfigError("policy.cnn_precision = 'bfloat16': onnxruntime has no bfloat16 convolutions on the CPU; "
                           "export with --format pt2")
-    path = Path(out) if out is not None else checkpoint.with_suffix(f".{format}")
+    path = Path(out) if out is not None else checkpoint.with_suffix(suffix)
     if path.is_dir():
         raise ConfigError(f"--out {path} is a folder; name the file to write")
     module = DeterministicPolicy(agent, observation_space).eval()
@@ -508,6 +522,14 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
     return ExportResult(path, format, module.input_names, worst, checked)
 
 
+def export_groups(target: str | Path, format: str = "onnx", env: Any = None) -> dict[str | None, ExportResult]:
+    """:func:`export_policy` of every group's policy of a multi-agent run (``{None: result}`` for a run with
+    one policy), each to its default file beside the checkpoint."""
+    agent, _, _ = load_agent(resolve_checkpoint(target), "cpu", env)
+    groups = list(agent) if isinstance(agent, AgentGroups) else [None]
+    return {g: export_policy(target, format, None, env, g) for g in groups}
+
+
 def export_summary(result: ExportResult) -> dict[str, Any]:
     """The ``export`` command's JSON line."""
     return {"export": str(result.path), "format": result.format, "inputs": result.input_names,
@@ -515,4 +537,4 @@ def export_summary(result: ExportResult) -> dict[str, Any]:
 
 
 __all__: Sequence[str] = ["DeterministicPolicy", "ExportResult", "check_exported", "check_exported_recurrent",
-                          "export_policy", "load_exported", "observation_inputs"]
+                          "export_groups", "export_policy", "load_exported", "observation_inputs"]

@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 
 from shell.actions import to_env_action
 from shell.checkpoint import latest_checkpoint, load_checkpoint, space_from_data
@@ -31,8 +32,8 @@ from shell.devices import resolve_device
 from shell.envs import make_env
 from shell.envs.masks import MASK_KEY, MaskError, check_mask, component_sizes, first_without_legal_action, mask_size
 from shell.errors import ConfigError
-from shell.observations import obs_layout, to_tensor
-from shell.policies import ActorCritic
+from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, obs_layout, to_tensor
+from shell.policies import ActorCritic, AgentGroups
 
 __all__ = ["SOURCE_NAMES", "Policy", "agent_for_spaces", "build_agent", "checkpoint_spaces", "load_agent",
            "load_policy", "load_weights", "read_checkpoint", "require_env", "resolve_checkpoint"]
@@ -111,7 +112,7 @@ def build_agent(config: Config, device: torch.device, source: Any = None) -> tup
     A one-env vector env is made to read the spaces: the fallback for checkpoints that do not store
     them (:func:`checkpoint_spaces`).
     """
-    env = make_env(config.env, device, num_envs=1, source=source)
+    env = make_env(config.env, device, num_envs=1, source=source, policy=config.policy)
     try:
         return agent_for_spaces(env.observation_space, env.action_space, config).to(device), env.observation_space
     finally:
@@ -157,7 +158,12 @@ def load_agent(target: str | Path, device: str | torch.device = "cpu",
                                        "env=...), export_policy(..., env=...)")
         agent, _ = build_agent(config, device, env)
     else:
-        agent = agent_for_spaces(*stored, config).to(device)
+        groups = (state.get("spaces") or {}).get("agents")
+        if isinstance(groups, dict) and len(groups) > 1:  # one policy per group of agents
+            observation, action = stored
+            agent = AgentGroups({g: agent_for_spaces(observation[g], action[g], config) for g in groups}).to(device)
+        else:
+            agent = agent_for_spaces(*stored, config).to(device)
     load_weights(agent, state)
     agent.action_mask_source = state.get("action_mask")
     agent.eval()
@@ -302,5 +308,83 @@ def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any
         >>> policy = load_policy("runs/Pendulum-v1__s0__20260101-120000")
         >>> action = policy(env.reset()[0])
     """
-    agent, _, _ = load_agent(target, device, env)
-    return Policy(agent, agent.observation_space)
+    agent, config, state = load_agent(target, device, env)
+    return policy_for(agent, (state.get("spaces") or {}).get("agents"), config.policy.agent_id)
+
+
+def policy_for(agent: torch.nn.Module, agents: dict[str, list[str]] | None, agent_id: bool = False) -> Any:
+    """The deployable policy of a trained agent: a :class:`Policy`, or for a multi-agent run (``agents``:
+    each group's agents, as checkpoints store them) an :class:`AgentsPolicy`."""
+    if not agents:
+        return Policy(agent, agent.observation_space, agent.action_space)
+    members = {g: Policy(agent[g] if isinstance(agent, AgentGroups) else agent,
+                         (agent[g] if isinstance(agent, AgentGroups) else agent).observation_space)
+               for g in agents}
+    return AgentsPolicy(members, agents, agent_id)
+
+
+class AgentsPolicy:
+    """A multi-agent run's policy (``env.backend = "pettingzoo"``): ``{agent: observation}`` ->
+    ``{agent: action}``, deterministic, for the agents that the dict holds, each by its group's policy.
+
+    Each agent's observation is laid out as in training (shell/envs/pettingzoo.py): its one-hot index in
+    its group appended when the run used ``policy.agent_id``; a centralised critic's input is not needed to
+    act (the actor never sees it) and is filled with zeros. Masks come from each agent's Dict observation
+    key ``"action_mask"``, or ``action_mask={agent: mask}``.
+
+    Attributes:
+        policies: each group's :class:`Policy` over its rows as the trainer saw them.
+        groups: each group's agents, in row order.
+    """
+
+    def __init__(self, policies: dict[str, Policy], groups: dict[str, list[str]], agent_id: bool):
+        self.policies, self.groups, self.agent_id = policies, {g: list(a) for g, a in groups.items()}, agent_id
+        self._group_of = {a: g for g, members in self.groups.items() for a in members}
+
+    @property
+    def agent(self) -> torch.nn.Module:
+        """The policy network (of the only group; a dict by group where there are several)."""
+        agents = {g: p.agent for g, p in self.policies.items()}
+        return next(iter(agents.values())) if len(agents) == 1 else agents
+
+    @property
+    def masked(self) -> bool:
+        return any(p.masked for p in self.policies.values())
+
+    def _row(self, group: str, agent: str, obs: Any) -> Any:
+        members = self.groups[group]
+        one_hot = np.eye(len(members), dtype=np.float32)[members.index(agent)]
+        if isinstance(obs, dict):
+            row = {k: np.asarray(v) for k, v in obs.items()}
+            if self.agent_id:
+                row[AGENT_ID_KEY] = one_hot
+        else:
+            row = np.asarray(obs, dtype=np.float32).reshape(-1)
+            if self.agent_id:
+                row = np.concatenate([row, one_hot])
+        space = self.policies[group].observation_space
+        if isinstance(space, spaces.Dict) and set(space.spaces) == {ACTOR_KEY, CRITIC_KEY}:
+            row = {ACTOR_KEY: row, CRITIC_KEY: np.zeros(space.spaces[CRITIC_KEY].shape, dtype=np.float32)}
+        return row
+
+    def __call__(self, obs: dict[str, Any], action_mask: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Actions of the agents in ``obs``.
+
+        Raises:
+            ValueError: an agent this policy does not know; a masked policy without masks (see :class:`Policy`).
+        """
+        unknown = [a for a in obs if a not in self._group_of]
+        if unknown:
+            raise ValueError(f"agents {unknown} are not in this policy's groups {self.groups}")
+        out: dict[str, Any] = {}
+        for group, members in self.groups.items():
+            names = [a for a in members if a in obs]
+            if not names:
+                continue
+            rows = [self._row(group, a, obs[a]) for a in names]
+            batch = {k: np.stack([r[k] for r in rows]) for k in rows[0]} if isinstance(rows[0], dict) \
+                else np.stack(rows)
+            mask = None if action_mask is None else np.stack([np.asarray(action_mask[a]) for a in names])
+            actions = self.policies[group].act(batch, True, action_mask=mask)
+            out.update({a: actions[i] for i, a in enumerate(names)})
+        return out

@@ -28,6 +28,11 @@ from shell.errors import ConfigError
 
 Obs = torch.Tensor | dict[str, torch.Tensor]
 MIN_IMAGE_SIZE = 4
+#: A Dict observation of these two keys splits between the heads: the actor sees ``"obs"`` only, the critic
+#: ``"critic"`` only (a multi-agent env's centralised critic input, shell/envs/pettingzoo.py).
+ACTOR_KEY, CRITIC_KEY = "obs", "critic"
+#: The key of an agent's one-hot index beside a multi-agent env's Dict observation (``policy.agent_id``).
+AGENT_ID_KEY = "agent_id"
 
 
 class ObsPart(NamedTuple):
@@ -78,6 +83,14 @@ def _part(space: gym.Space) -> ObsPart | None:
     if isinstance(space, spaces.MultiBinary):
         return ObsPart("flat", (int(np.prod(space.shape, dtype=np.int64)),), torch.float32, space)
     return None
+
+
+def split_actor_critic(layout: ObsLayout) -> tuple[ObsLayout, ObsLayout | None]:
+    """``(actor layout, critic layout)``: a Dict of exactly :data:`ACTOR_KEY` and :data:`CRITIC_KEY` splits
+    between them; any other layout serves both (``None`` for the critic's)."""
+    if layout.is_dict and set(layout.parts) == {ACTOR_KEY, CRITIC_KEY}:
+        return ObsLayout({ACTOR_KEY: layout.parts[ACTOR_KEY]}), ObsLayout({CRITIC_KEY: layout.parts[CRITIC_KEY]})
+    return layout, None
 
 
 def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLayout:

@@ -128,3 +128,40 @@ class PPO:
         out["epochs"] = torch.tensor(float(epochs), device=sums.device)
         out["explained_variance"] = core.explained_variance(*storage.valid_values_and_returns())
         return out
+
+
+class GroupPPO:
+    """One :class:`PPO` per group of agents (each with its policy, optimiser and entropy coefficient), all
+    updated in the same update step; what the trainer sees of them is one PPO's interface.
+
+    Args:
+        ppos: each group's PPO, in the env's group order.
+    """
+
+    def __init__(self, ppos: dict[str, PPO]):
+        self.ppos = ppos
+        self.optimizer = _GroupOptimizers({g: ppo.optimizer for g, ppo in ppos.items()})
+
+    def set_learning_rate(self, lr: float) -> None:
+        for ppo in self.ppos.values():
+            ppo.set_learning_rate(lr)
+
+    def update(self, storage, poll: Callable[[], None] | None = None) -> dict[str, torch.Tensor]:
+        """Each group's :meth:`PPO.update` on its storage (``storage.parts[group]``); the metrics are the mean
+        over the groups (each group's are its own PPO's means)."""
+        outs = [ppo.update(storage.parts[g], poll) for g, ppo in self.ppos.items()]
+        return {key: torch.stack([out[key] for out in outs]).mean() for key in outs[0]}
+
+
+class _GroupOptimizers:
+    """The groups' optimisers as one: ``state_dict`` is ``{group: state}``."""
+
+    def __init__(self, optimizers: dict):
+        self.optimizers = optimizers
+
+    def state_dict(self) -> dict:
+        return {g: opt.state_dict() for g, opt in self.optimizers.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for g, opt in self.optimizers.items():
+            opt.load_state_dict(state[g])

@@ -7,14 +7,14 @@ recurrent state per sub-env and which observations start an episode.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 import torch
 
 import core
 from shell.config import Config
 from shell.distributed import Dist
-from shell.envs.base import VecEnv
+from shell.envs.base import StepResult, VecEnv
 from shell.normalization import RewardScaler
 from shell.observations import Obs, map_obs
 from shell.policies import ActorCritic
@@ -77,45 +77,65 @@ class Collector:
         Raises:
             TrainingError: the env raised.
         """
+        with torch.inference_mode():
+            steps = self.steps(obs, poll)
+            action = next(steps)
+            while True:
+                try:
+                    action = steps.send(self.env.step(action))
+                except StopIteration as end:
+                    obs, episodes = end.value
+                    break
+        self.commit()
+        return obs, episodes
+
+    def steps(self, obs: Obs,
+              poll: Callable[[int], None]) -> Generator[torch.Tensor, StepResult, tuple[Obs, torch.Tensor]]:
+        """:meth:`collect` as a generator, for a caller that steps the env itself (several groups of agents in
+        one joint step, :class:`GroupCollector`): it yields each step's action and takes the env's
+        :class:`StepResult`; after the last step it computes the advantages and returns what :meth:`collect`
+        returns. The caller holds ``torch.inference_mode`` around it and calls :meth:`commit` after it."""
         cfg = self.config
         gamma, sign_reward, reward_scale = cfg.ppo.gamma, cfg.env.sign_reward, cfg.ppo.reward_scale
         env, agent, storage = self.env, self.agent, self.storage
         normalizer = agent.obs_normalizer
         episodes = torch.zeros(3, device=storage.values.device)
         storage.reset()
-        with torch.inference_mode():
-            for t in range(storage.num_steps):
-                poll(t)
-                valid = env.valid
-                norm_obs = normalizer.update_and_normalize(obs, valid)
-                state, start = self.rnn_state, self.episode_start
-                mask = env.action_mask  # [N, A] bool of obs, or None; it travels beside obs, to the heads only
-                sample, self.rnn_state = agent.rollout_step(norm_obs, state, start, self.generator, mask)
-                step = env.step(sample.action)
-                done = step.terminated | step.truncated
-                reward = step.reward.sign() if sign_reward else step.reward  # statistics keep the score
-                reward = self.reward_scaler.scale(reward, done, valid) * reward_scale
-                if step.final_obs is not None:
-                    # Time-limit truncation bootstraps from V(final_obs), the final observation normalised
-                    # with the same statistics (and, for a recurrent policy, the ended episode's state).
-                    value = agent.rollout_value(normalizer.normalize(step.final_obs), self.rnn_state)
-                    reward = core.bootstrap_truncated(reward, step.terminated, step.truncated, value, gamma)
-                storage.add(Transition(norm_obs, sample.raw_action, reward, done, valid, sample.log_prob,
-                                       sample.value, state, start, mask))
-                # the reset rule: the state restarts at an episode's first observation
-                self.episode_start = done if step.episode_start is None else step.episode_start
-                ended = step.episode_done
-                if ended is not None:
-                    episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
-                                             torch.where(ended, step.episode_length, 0).sum())).to(episodes.dtype)
-                obs = step.obs
-            if not agent.values_in_rollout_step:
-                self._log_probs_and_values()
-            last_value = agent.rollout_value(normalizer.normalize(obs), self.rnn_state, self.episode_start)
-            storage.compute_advantages(last_value, gamma, cfg.ppo.gae_lambda)
-        normalizer.commit(self.dist)
-        self.reward_scaler.commit(self.dist)
+        for t in range(storage.num_steps):
+            poll(t)
+            valid = env.valid
+            norm_obs = normalizer.update_and_normalize(obs, valid)
+            state, start = self.rnn_state, self.episode_start
+            mask = env.action_mask  # [N, A] bool of obs, or None; it travels beside obs, to the heads only
+            sample, self.rnn_state = agent.rollout_step(norm_obs, state, start, self.generator, mask)
+            step = yield sample.action
+            done = step.terminated | step.truncated
+            reward = step.reward.sign() if sign_reward else step.reward  # statistics keep the score
+            reward = self.reward_scaler.scale(reward, done, valid) * reward_scale
+            if step.final_obs is not None:
+                # Time-limit truncation bootstraps from V(final_obs), the final observation normalised
+                # with the same statistics (and, for a recurrent policy, the ended episode's state).
+                value = agent.rollout_value(normalizer.normalize(step.final_obs), self.rnn_state)
+                reward = core.bootstrap_truncated(reward, step.terminated, step.truncated, value, gamma)
+            storage.add(Transition(norm_obs, sample.raw_action, reward, done, valid, sample.log_prob,
+                                   sample.value, state, start, mask))
+            # the reset rule: the state restarts at an episode's first observation
+            self.episode_start = done if step.episode_start is None else step.episode_start
+            ended = step.episode_done
+            if ended is not None:
+                episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
+                                         torch.where(ended, step.episode_length, 0).sum())).to(episodes.dtype)
+            obs = step.obs
+        if not agent.values_in_rollout_step:
+            self._log_probs_and_values()
+        last_value = agent.rollout_value(normalizer.normalize(obs), self.rnn_state, self.episode_start)
+        storage.compute_advantages(last_value, gamma, cfg.ppo.gae_lambda)
         return obs, episodes
+
+    def commit(self) -> None:
+        """Merge the rollout's normaliser statistics (over all ranks)."""
+        self.agent.obs_normalizer.commit(self.dist)
+        self.reward_scaler.commit(self.dist)
 
     def _log_probs_and_values(self) -> None:
         """log pi_old and V(s_t) of the whole rollout in batched passes (the parameters are those of every
@@ -130,3 +150,47 @@ class Collector:
                                           None if b_masks is None else b_masks[i:i + chunk])
                  for i in range(0, len(b_raw), chunk)]
         storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
+
+
+class GroupCollector:
+    """One rollout of several groups of agents that act in the same joint steps (a multi-agent env with
+    groups, shell/envs/pettingzoo.py): each group's :class:`Collector` (its policy, storage, normalisers)
+    yields its actions, the env steps once with all of them, and each takes its group's result.
+
+    Args:
+        env: the multi-agent vector env (``step_groups``).
+        collectors: each group's collector, built on the group's rows (``env.groups[g]``).
+    """
+
+    def __init__(self, env, collectors: dict[str, Collector]):
+        self.env, self.collectors = env, collectors
+
+    def restart(self) -> None:
+        for collector in self.collectors.values():
+            collector.restart()
+
+    def collect(self, obs: dict[str, Obs], poll: Callable[[int], None]) -> tuple[dict[str, Obs], torch.Tensor]:
+        """:meth:`Collector.collect` for every group at once: ``{group: next obs}`` and the ``[3]`` episode
+        totals, an episode's return summed over every group's agents (count and lengths per copy)."""
+        outs: dict[str, tuple[Obs, torch.Tensor]] = {}
+        first = next(iter(self.collectors))
+        with torch.inference_mode():
+            steps = {g: c.steps(obs[g], poll if g == first else _no_poll) for g, c in self.collectors.items()}
+            actions = {g: next(gen) for g, gen in steps.items()}
+            while len(outs) < len(steps):
+                results = self.env.step_groups(actions)
+                actions = {}
+                for g, gen in steps.items():
+                    try:
+                        actions[g] = gen.send(results[g])
+                    except StopIteration as end:
+                        outs[g] = end.value
+        for collector in self.collectors.values():
+            collector.commit()
+        episodes = outs[first][1].clone()
+        episodes[1] = sum(out[1][1] for out in outs.values())
+        return {g: out[0] for g, out in outs.items()}, episodes
+
+
+def _no_poll(t: int) -> None:
+    """The poll of every group after the first (one poll per joint step)."""

@@ -29,16 +29,16 @@ from shell.errors import ConfigError, TrainingError
 from shell.evaluation import EvalResult, eval_fields, evaluate
 from shell.faults import kill_point
 from shell.files import new_run_folder
-from shell.inference import Policy, agent_for_spaces, load_weights
+from shell.inference import agent_for_spaces, load_weights, policy_for
 from shell.installation import git_state, package_version
 from shell.logs import CSV_FIELDS, RunLogs
 from shell.normalization import RewardScaler
 from shell.observations import Obs
-from shell.policies import default_ent_coef
-from shell.ppo import PPO
-from shell.rollout import Collector
+from shell.policies import AgentGroups, default_ent_coef
+from shell.ppo import PPO, GroupPPO
+from shell.rollout import Collector, GroupCollector
 from shell.stop import Interrupted, StopRequest, exit_code
-from shell.storage import RolloutStorage
+from shell.storage import GroupStorage, RolloutStorage
 from shell.tracking import FAILED, FINISHED, KILLED, Loggers, RunEnd, RunStart, numeric, open_loggers
 
 __all__ = ["CSV_FIELDS", "Trainer", "prepare_run_dir", "resolve_device"]  # resolve_device: shell.devices
@@ -114,34 +114,36 @@ class Trainer:
         self.eval_env_changes = EvalEnv()  # what callbacks set on the envs of later evaluations
         self.progress = progress
         self.stopped_early = False
-        self.env = make_env(config.env, self.device, source=env_source)
+        self.env = make_env(config.env, self.device, source=env_source, policy=config.policy)
         if env_source is None and eval_source is None and config.run.eval_episodes and self.dist.is_main:
             try:  # a backend evaluated on another backend's env: build one now, to fail before training
                 check_eval_env(config.env, self.device)
             except ConfigError:
                 self.env.close()
                 raise
+        # Several groups of agents (a multi-agent env, shell/envs/pettingzoo.py) get a policy, storage, reward
+        # scaler, collector and PPO each, stepped together; any other env is one group of its rows.
+        groups = getattr(self.env, "groups", None)
+        lanes = groups if groups is not None and len(groups) > 1 else {None: self.env}
         with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
             torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
-            agent = agent_for_spaces(self.env.observation_space, self.env.action_space, config)
-        self.agent = agent.to(self.device)
+            agents = {g: agent_for_spaces(rows.observation_space, rows.action_space, config)
+                      for g, rows in lanes.items()}
+        parts = {g: self._group_parts(rows, agents[g].to(self.device)) for g, rows in lanes.items()}
+        if None in parts:
+            self.agent, self.reward_scaler, self.ent_coef, self.ppo, self.storage, self.collector = parts[None]
+        else:
+            self.agent = AgentGroups({g: p[0] for g, p in parts.items()})
+            self.reward_scaler = torch.nn.ModuleDict({g: p[1] for g, p in parts.items()})
+            self.ent_coef = {g: p[2] for g, p in parts.items()}
+            self.ppo = GroupPPO({g: p[3] for g, p in parts.items()})
+            self.storage = GroupStorage({g: p[4] for g, p in parts.items()})
+            self.collector = GroupCollector(self.env, {g: p[5] for g, p in parts.items()})
         # the spaces as plain data, in every checkpoint: the policy loads without the env (shell/inference.py)
-        self.spaces = {"observation": space_to_data(self.env.observation_space),
-                       "action": space_to_data(self.env.action_space)}
-        self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
-                                          config.env.reward_clip).to(self.device)
-        self.ent_coef = (config.ppo.ent_coef if config.ppo.ent_coef is not None
-                         else default_ent_coef(self.env.action_space))
-        self.dist.broadcast_parameters(self.agent)
-        seq_len = (config.policy.seq_len or config.ppo.num_steps) if self.agent.recurrent else 0
-        self.ppo = PPO(self.agent, config.ppo, self.ent_coef, self.generator, self.dist, seq_len)
-        # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
-        state = self.agent.initial_state(1, self.device)
-        self.storage = RolloutStorage(config.ppo.num_steps, config.env.num_envs, self.agent.layout,
-                                      self.agent.actor.raw_action_shape, self.agent.actor.raw_action_dtype,
-                                      self.device, state_size=0 if state is None else state.shape[1])
-        self.collector = Collector(self.env, self.agent, self.storage, self.reward_scaler, config, self.generator,
-                                   self.dist)
+        self.spaces = {"observation": space_to_data(self.agent.observation_space),
+                       "action": space_to_data(self.agent.action_space)}
+        if hasattr(self.env, "group_agents"):  # a multi-agent env's rows: load_policy maps agent dicts
+            self.spaces["agents"] = self.env.group_agents
         self.update = 0
         self.env_steps = 0
         self.train_seconds = 0.0
@@ -155,6 +157,24 @@ class Trainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.toml").write_text(dump_toml(config))
             (self.run_dir / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
+
+    def _group_parts(self, env: Any, agent: Any) -> tuple:
+        """``(agent, reward scaler, ent_coef, PPO, storage, collector)`` of one group's rows ``env``."""
+        config = self.config
+        reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
+                                     config.env.reward_clip).to(self.device)
+        ent_coef = config.ppo.ent_coef if config.ppo.ent_coef is not None else default_ent_coef(env.action_space)
+        self.dist.broadcast_parameters(agent)
+        seq_len = (config.policy.seq_len or config.ppo.num_steps) if agent.recurrent else 0
+        ppo = PPO(agent, config.ppo, ent_coef, self.generator, self.dist, seq_len)
+        # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
+        state = agent.initial_state(1, self.device)
+        # one storage row per env row: a multi-agent env's copies times its agents (shell/envs/pettingzoo.py)
+        storage = RolloutStorage(config.ppo.num_steps, env.num_envs, agent.layout, agent.actor.raw_action_shape,
+                                 agent.actor.raw_action_dtype, self.device,
+                                 state_size=0 if state is None else state.shape[1])
+        collector = Collector(env, agent, storage, reward_scaler, config, self.generator, self.dist)
+        return agent, reward_scaler, ent_coef, ppo, storage, collector
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -355,7 +375,8 @@ class Trainer:
             checkpoint = self.save()
             if main:
                 outcome = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device,
-                                   stop=self.stop, max_episode_steps=cfg.run.eval_max_episode_steps,
+                                   stop=self.stop, policy=cfg.policy,
+                                   max_episode_steps=cfg.run.eval_max_episode_steps,
                                    on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
                                    wrappers=self.eval_env_changes.wrappers())
         except Interrupted as exc:
@@ -394,9 +415,10 @@ class Trainer:
                 results.append(callback(row))
         return self.dist.any(any(bool(r) for r in results), self.device)
 
-    def policy(self) -> Policy:
-        """The trained deterministic policy as a :class:`shell.inference.Policy`."""
-        return Policy(self.agent, self.env.observation_space, self.env.action_space)
+    def policy(self) -> Any:
+        """The trained deterministic policy: a :class:`shell.inference.Policy`, or for a multi-agent env an
+        :class:`shell.inference.AgentsPolicy` (agent dict -> action dict)."""
+        return policy_for(self.agent, self.spaces.get("agents"), self.config.policy.agent_id)
 
     def _check_stop(self) -> None:
         """Raise Interrupted when a stop was requested (on any rank: they agree through one all_reduce)."""
@@ -414,7 +436,8 @@ class Trainer:
         # under torchrun the other ranks wait in the checkpoint's collective: stop at the next update instead
         stop = None if self.dist.enabled else self.stop
         outcome = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
-                           self.device, stop=stop, max_episode_steps=self.config.run.eval_max_episode_steps,
+                           self.device, stop=stop, policy=self.config.policy,
+                           max_episode_steps=self.config.run.eval_max_episode_steps,
                            on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
                            wrappers=self.eval_env_changes.wrappers())
         mean = sum(outcome.returns) / len(outcome.returns)

@@ -1,5 +1,5 @@
 """The env layer: one interface (:mod:`shell.envs.base`), one module per backend (gymnasium, torch_native,
-ale, envpool), and a registry that maps ``env.backend`` names to them (:mod:`shell.envs.registry`).
+ale, envpool, pettingzoo), and a registry that maps ``env.backend`` names to them (:mod:`shell.envs.registry`).
 
 This ``__init__`` only re-exports the names other code imports from ``shell.envs``; modules of the
 package import their siblings directly.

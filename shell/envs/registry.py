@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from shell.config import EnvConfig
+from shell.config import EnvConfig, PolicyConfig
 from shell.envs import gymnasium as gymnasium_backend
 from shell.envs.base import VecEnv
 from shell.errors import ConfigError
@@ -26,6 +26,7 @@ BACKENDS = {
     "torch": "shell.envs.torch_native",  # batched tensor envs, state on the device
     "ale": "shell.envs.ale",  # ale-py's C++ AtariVectorEnv (the Atari chain)
     "envpool": "shell.envs.envpool",  # EnvPool's C++ thread pool
+    "pettingzoo": "shell.envs.pettingzoo",  # PettingZoo Parallel-API multi-agent envs, agents as rows
 }
 """``env.backend`` name -> module path."""
 
@@ -75,14 +76,17 @@ def check_eval_env(cfg: EnvConfig, device: torch.device) -> None:
 
 
 def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,
-             wrappers: list[Callable[[gym.Env], gym.Env]] | None = None, source: Any = None) -> VecEnv:
+             wrappers: list[Callable[[gym.Env], gym.Env]] | None = None, source: Any = None,
+             policy: PolicyConfig | None = None) -> VecEnv:
     """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``) on ``cfg.backend``.
 
     ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``, outside the
     config's own (:func:`shell.envs.gymnasium.sub_env_wrappers`); they and ``render_mode`` need the
     gymnasium backend. ``source`` replaces the config's id: a ``Callable[[], gymnasium.Env]``
     factory, or a ready ``gymnasium.vector.VectorEnv`` (used as it is: ``num_envs``,
-    ``render_mode`` and ``wrappers`` do not apply to it); both run on the gymnasium backend.
+    ``render_mode`` and ``wrappers`` do not apply to it); both run on the gymnasium backend,
+    except a factory with ``env.backend = "pettingzoo"`` (a ``Callable[[], pettingzoo.ParallelEnv]``).
+    ``policy`` shapes the rows of a multi-agent backend (``policy.agent_id``, ``policy.critic``).
 
     Raises:
         ConfigError: unknown env id or backend, missing optional extra, unsupported space, an id
@@ -96,8 +100,13 @@ def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, 
         if not callable(source):
             raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
                               f"not {type(source).__name__}")
+        module = backend(cfg.backend)
+        if getattr(module, "MULTI_AGENT", False):
+            return module.from_factory(source, cfg, num_envs, device, render_mode, policy)
         return gymnasium_backend.from_factory(source, cfg, num_envs, device, render_mode, wrappers)
     module = backend(cfg.backend)
+    if getattr(module, "MULTI_AGENT", False):
+        return module.make(cfg, num_envs, device, render_mode, wrappers, policy)
     if module is not gymnasium_backend and (render_mode is not None or wrappers):
         raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
     return module.make(cfg, num_envs, device, render_mode, wrappers)

@@ -5,12 +5,14 @@
 - :mod:`shell.policies.actor_critic`: :class:`ActorCritic`, what the runner, the update and the
   evaluation use.
 - :mod:`shell.policies.layers`: MLPs, a fast tanh, orthogonal initialisation.
+- :mod:`shell.policies.groups`: :class:`AgentGroups`, one ActorCritic per group of agents.
 """
 
 from shell.policies.actor_critic import ActorCritic
 from shell.policies.encoders import make_encoder
+from shell.policies.groups import AgentGroups
 from shell.policies.heads import ActionSample, CategoricalActor, SquashedGaussianActor, default_ent_coef, make_actor
 from shell.policies.layers import ACTIVATIONS, Tanh, mlp
 
-__all__ = ["ACTIVATIONS", "ActionSample", "ActorCritic", "CategoricalActor", "SquashedGaussianActor", "Tanh",
-           "default_ent_coef", "make_actor", "make_encoder", "mlp"]
+__all__ = ["ACTIVATIONS", "ActionSample", "ActorCritic", "AgentGroups", "CategoricalActor", "SquashedGaussianActor",
+           "Tanh", "default_ent_coef", "make_actor", "make_encoder", "mlp"]

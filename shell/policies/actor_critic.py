@@ -10,7 +10,7 @@ from torch import nn
 
 from shell.config import PolicyConfig
 from shell.normalization import ObsNormalizer
-from shell.observations import Obs, map_obs, obs_layout
+from shell.observations import Obs, map_obs, obs_layout, split_actor_critic
 from shell.policies.encoders import ImageEncoder, has_image, make_encoder
 from shell.policies.heads import ActionSample, make_actor
 from shell.policies.layers import mlp
@@ -50,17 +50,22 @@ class ActorCritic(nn.Module):
         self.obs_normalizer = ObsNormalizer(layout, normalize_obs, obs_clip)
         self.recurrent = cfg.recurrent != "none"
         share_rnn = self.recurrent and cfg.share_rnn
-        self.shared = share_rnn or (cfg.share_encoder if cfg.share_encoder is not None else has_image(layout))
-        self.encoder = make_encoder(layout, cfg)
-        self.critic_encoder = None if self.shared else make_encoder(layout, cfg)
+        # a centralised critic's input (a Dict of "obs" and "critic") splits between the heads: never shared
+        actor_layout, critic_layout = split_actor_critic(layout)
+        self.shared = critic_layout is None and (
+            share_rnn or (cfg.share_encoder if cfg.share_encoder is not None else has_image(layout)))
+        self.encoder = make_encoder(actor_layout, cfg)
+        self.critic_encoder = None if self.shared else make_encoder(critic_layout or layout, cfg)
         features = self.encoder.features_dim
+        critic_features = features if self.critic_encoder is None else self.critic_encoder.features_dim
+        share_rnn = share_rnn and critic_layout is None
         self.rnn = RecurrentCore(cfg.recurrent, features, cfg.rnn_hidden_size) if self.recurrent else None
-        self.critic_rnn = (RecurrentCore(cfg.recurrent, features, cfg.rnn_hidden_size)
+        self.critic_rnn = (RecurrentCore(cfg.recurrent, critic_features, cfg.rnn_hidden_size)
                            if self.recurrent and not share_rnn else None)
         if self.recurrent:
-            features = cfg.rnn_hidden_size
+            features = critic_features = cfg.rnn_hidden_size
         self.actor = make_actor(features, action_space, cfg)
-        self.critic = mlp(features, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
+        self.critic = mlp(critic_features, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
         #: where the env's action masks come from ("info", "obs" or "method", see shell/envs/masks.py), or None
         #: for a policy trained without masks. A masked policy acts only with its mask (shell.inference.Policy).
         self.action_mask_source: str | None = None

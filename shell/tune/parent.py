@@ -88,7 +88,7 @@ def _check_env(config: Config) -> None:
     from shell.envs import check_config, make_env
 
     check_config(config.env)
-    env = make_env(config.env, torch.device("cpu"), num_envs=1)
+    env = make_env(config.env, torch.device("cpu"), num_envs=1, policy=config.policy)
     env.close()
 
 

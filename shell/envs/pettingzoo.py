@@ -1,0 +1,595 @@
+"""The PettingZoo backend: N copies of a Parallel-API multi-agent env as rows of one batch.
+
+``env.backend = "pettingzoo"`` and ``env.id`` names a module with a ``parallel_env(**kwargs)``
+function (``"mpe2.simple_spread_v3"``); ``env.kwargs`` are passed to it. From Python, a factory
+``Callable[[], pettingzoo.ParallelEnv]`` works too (``shell.train(..., env=factory)`` with this backend).
+
+Rows. The agents are split into groups (``env.groups``; by default agents with identical observation
+and action spaces, named by their common prefix, as BenchMARL groups them). A group of M agents in
+N copies gives ``N * M`` rows, copy-major: row ``i * M + j`` is agent j of copy i, in the group's fixed
+agent order, at every step. Each row is one agent's own PPO sample stream: its reward, its own
+termination and truncation flags, and a truncation bootstraps from that agent's final observation.
+
+Agents that come and go. PettingZoo drops an agent from its dicts once it is done; its row is then
+not ``valid`` (DESIGN.md, "Rows and the validity mask") until its copy resets, so no transition of a
+gone agent reaches GAE, the losses, the normalisers or the episode statistics. A copy resets when
+its last agent is done (SAME_STEP: the step that ends the episode returns the reset observations,
+and the ended rows' final observations for the bootstrap).
+
+What each row observes (``policy.agent_id``, ``policy.critic``):
+
+- the agent's own observation, with the agent's one-hot index ``[M]`` appended when
+  ``policy.agent_id`` (a key ``"agent_id"`` beside a Dict observation's keys);
+- with ``policy.critic = "state"`` or ``"concat"`` the observation becomes a Dict of ``"obs"`` (the
+  above, all the actor sees) and ``"critic"`` (all the critic sees): the env's global ``state()``, or
+  every agent's observation of the group in the group's order (zeros for a gone agent), then the
+  agent's one-hot index, since each agent's value differs (its own rewards). These need flat Box
+  observations.
+
+Action masks per agent: a Dict observation key ``"action_mask"`` (PettingZoo's classic games) or
+``info[agent]["action_mask"]``, by ``env.action_mask`` (``"auto"``, ``"obs"``, ``"info"``, ``"none"``).
+
+Episode statistics are per copy: an episode's return is the sum over the group's agents of each
+agent's return (the figure a cooperative task is judged by), its length the copy's steps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from shell.actions import to_env_action
+from shell.config import EnvConfig, PolicyConfig
+from shell.envs import masks
+from shell.envs.base import StepResult, check_action_space
+from shell.errors import ConfigError, TrainingError, first_line
+from shell.installation import install_hint
+from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, obs_layout, to_tensor
+
+MULTI_AGENT = True  # the registry passes the policy config (agent_id, critic) to make and from_factory
+CRITICS = ("local", "state", "concat")
+
+
+# ----------------------------------------------------------------------------- building
+def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
+    """``env.id`` (a module path) -> a function making one parallel env with ``env.kwargs``.
+
+    Raises:
+        ConfigError: the module cannot be imported (naming the multiagent extra for mpe2 and
+            pettingzoo), or it has no ``parallel_env`` (an AEC-only env: naming ``aec_to_parallel``).
+    """
+    module_name = cfg.id.split(":")[0]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        top = module_name.split(".")[0]
+        if top in ("mpe2", "pettingzoo"):
+            raise ConfigError(f"env {cfg.id!r} needs the {top} package; run: {install_hint('multiagent')}") from None
+        raise ConfigError(f"env.backend = 'pettingzoo': cannot import {module_name!r} ({first_line(exc)}); env.id "
+                          "names a module with parallel_env(), e.g. 'mpe2.simple_spread_v3'") from None
+    make = getattr(module, "parallel_env", None)
+    if make is None:
+        aec = "; it has an AEC env: wrap it with pettingzoo.utils.conversions.aec_to_parallel and pass the " \
+              "factory from Python" if hasattr(module, "env") else ""
+        raise ConfigError(f"env {cfg.id!r} has no parallel_env(): env.backend = 'pettingzoo' needs PettingZoo's "
+                          f"Parallel API{aec}")
+    kwargs = dict(cfg.kwargs)
+    return lambda render_mode=None: make(**kwargs, **({"render_mode": render_mode} if render_mode else {}))
+
+
+def _check_parallel(env: Any, name: str) -> None:
+    """Refuse what is not a Parallel-API env (an AEC env gets PettingZoo's converter named)."""
+    if hasattr(env, "agent_iter") or hasattr(env, "agent_selection"):
+        raise ConfigError(f"env {name!r} is an AEC (turn-based) env; env.backend = 'pettingzoo' needs the Parallel "
+                          "API: pettingzoo.utils.conversions.aec_to_parallel(env) converts one whose agents act "
+                          "together")
+    if not (hasattr(env, "possible_agents") and callable(getattr(env, "step", None))):
+        raise ConfigError(f"env {name!r} is a {type(env).__name__}, not a PettingZoo ParallelEnv "
+                          "(possible_agents, reset, step)")
+
+
+def default_groups(agents: list[str], obs_space: Callable[[str], Any],
+                   act_space: Callable[[str], Any]) -> dict[str, list[str]]:
+    """Agents with identical observation and action spaces, in ``possible_agents`` order, one group each
+    set; a group is named by its agents' common name before ``_<index>`` (``adversary_0`` -> ``adversary``)."""
+    by_spaces: dict[tuple[str, str], list[str]] = {}
+    for agent in agents:
+        by_spaces.setdefault((repr(obs_space(agent)), repr(act_space(agent))), []).append(agent)
+    groups: dict[str, list[str]] = {}
+    for members in by_spaces.values():
+        stems = {re.sub(r"_?\d+$", "", a) for a in members}
+        name = stems.pop() if len(stems) == 1 and "" not in stems else members[0]
+        while name in groups:
+            name += "_"
+        groups[name] = members
+    return groups
+
+
+def check_groups(groups: dict[str, list[str]], agents: list[str], obs_space: Callable[[str], Any],
+                 act_space: Callable[[str], Any], name: str) -> None:
+    """Groups must cover every agent once, and agree on spaces inside a group.
+
+    Raises:
+        ConfigError: one line naming the agent or the group.
+    """
+    seen: dict[str, str] = {}
+    for group, members in groups.items():
+        if not members:
+            raise ConfigError(f"env.groups.{group} is empty")
+        for agent in members:
+            if agent not in agents:
+                raise ConfigError(f"env.groups.{group} names {agent!r}, which env {name!r} does not have; its "
+                                  f"agents: {agents}")
+            if agent in seen:
+                raise ConfigError(f"env.groups names {agent!r} in both {seen[agent]!r} and {group!r}")
+            seen[agent] = group
+        first = members[0]
+        for agent in members[1:]:
+            for what, space in (("observation", obs_space), ("action", act_space)):
+                if repr(space(agent)) != repr(space(first)):
+                    raise ConfigError(f"env.groups.{group}: {agent!r} and {first!r} have different {what} spaces "
+                                      f"({space(agent)} and {space(first)}); one policy serves one set of spaces")
+    missing = [a for a in agents if a not in seen]
+    if missing:
+        raise ConfigError(f"env.groups leave out {missing}; every agent of env {name!r} needs a group")
+
+
+# ----------------------------------------------------------------------------- the vector env
+class GroupRows:
+    """One group's agents in the N copies as ``N * M`` rows: what that group's policy, storage and collector see.
+
+    It has the env layer's interface (:class:`shell.envs.base.VecEnv`): ``num_envs`` (the rows),
+    ``observation_space`` / ``action_space`` (one agent's, as the policy sees it), ``valid [N*M]``,
+    ``action_mask``, ``max_episode_steps``, ``reset`` and ``step`` (these two only where the env has this
+    one group: several groups step together, :meth:`ParallelVecEnv.step_groups`). Also ``agents`` (the
+    group's, in row order), ``rows_per_env = M`` and ``copies = N``.
+    """
+
+    def __init__(self, parent: ParallelVecEnv, group: str, agents: list[str], cfg: EnvConfig, policy: PolicyConfig):
+        self.parent, self.group, self.agents = parent, group, list(agents)
+        first = parent.envs[0]
+        M, N = len(self.agents), parent.copies
+        self.rows_per_env, self.copies, self.num_envs = M, N, N * M
+        self.device = parent.device
+        self.max_episode_steps = cfg.max_episode_steps
+        agent_obs = first.observation_space(self.agents[0])
+        self.action_space = first.action_space(self.agents[0])
+        check_action_space(self.action_space)
+        self._mask_size = masks.mask_size(self.action_space)
+        self._mask_components = masks.component_sizes(self.action_space)
+        self.mask_source = self._mask_source(cfg.action_mask, agent_obs)
+        self._own_space = masks.without_mask_key(agent_obs) if self.mask_source == "obs" else agent_obs
+        self.agent_id, self.critic = policy.agent_id, policy.critic
+        self.observation_space = self._view_space(self._own_space)
+        self.layout = obs_layout(self.observation_space)
+        # per row: alive (acts on the last returned observation), its last raw observation, its mask
+        self._alive = np.zeros(self.num_envs, dtype=bool)
+        self._obs: list[Any] = [None] * self.num_envs
+        self._mask_rows = np.ones((self.num_envs, self._mask_size or 0), dtype=bool)
+        self._mask: torch.Tensor | None = None
+        self._return = np.zeros(N, dtype=np.float64)  # the group's return in each copy's running episode
+        self._action: np.ndarray | None = None
+
+    # -- spaces
+    def _mask_source(self, setting: str, agent_obs: Any) -> str | None:
+        if setting == "none" or self._mask_size is None:
+            if setting not in ("none", "auto"):
+                raise masks.MaskError(f"env.action_mask = {setting!r}: action masks need a Discrete, MultiDiscrete "
+                                      f"or MultiBinary action space, not {self.action_space}")
+            return None
+        if setting == "method":
+            raise masks.MaskError("env.action_mask = 'method' is for gymnasium envs; a PettingZoo env gives masks "
+                                  "in each agent's observation ('obs') or info ('info')")
+        if setting == "obs" or (setting == "auto" and masks.has_mask_key(agent_obs)):
+            if not masks.has_mask_key(agent_obs):
+                raise masks.MaskError(f"env.action_mask = 'obs' needs a Dict observation with key "
+                                      f"{masks.MASK_KEY!r}; the agents observe {agent_obs}")
+            return "obs"
+        return "info" if setting == "info" else masks.PENDING_INFO
+
+    def _view_space(self, own: Any) -> Any:
+        M = self.rows_per_env
+        one_hot = spaces.Box(0.0, 1.0, (M,), np.float32)
+        actor = own
+        if self.agent_id:
+            if isinstance(own, spaces.Dict):
+                actor = spaces.Dict({**own.spaces, AGENT_ID_KEY: one_hot})
+            elif isinstance(own, spaces.Box) and len(own.shape) == 1:
+                actor = spaces.Box(np.concatenate([own.low, one_hot.low]).astype(np.float32),
+                                   np.concatenate([own.high, one_hot.high]).astype(np.float32), dtype=np.float32)
+            else:
+                raise ConfigError(f"policy.agent_id needs a 1-D Box or a Dict observation; the agents of group "
+                                  f"{self.group!r} observe {own}")
+        if self.critic == "local":
+            return actor
+        if not (isinstance(actor, spaces.Box) and len(actor.shape) == 1):
+            raise ConfigError(f"policy.critic = {self.critic!r} needs 1-D Box observations; the agents of group "
+                              f"{self.group!r} observe {own}")
+        size = self.parent.state_size if self.critic == "state" else M * int(own.shape[0])
+        critic = spaces.Box(-np.inf, np.inf, (size + M,), np.float32)
+        return spaces.Dict({ACTOR_KEY: actor, CRITIC_KEY: critic})
+
+    # -- the interface
+    @property
+    def valid(self) -> torch.Tensor:
+        """``[N*M]`` bool: the rows whose agent acts on the last returned observation."""
+        return torch.as_tensor(self._alive.copy(), device=self.device)
+
+    @property
+    def action_mask(self) -> torch.Tensor | None:
+        """``[N*M, A]`` bool: the legal actions of the last returned observation (all true where not valid)."""
+        return self._mask
+
+    def reset(self, seed: int | None = None) -> Any:
+        """Reset every copy (see :meth:`ParallelVecEnv.reset`); this group's observations."""
+        return self.parent.reset(seed)[self.group]
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Step every copy with this group's actions (the env's only group)."""
+        return self.parent.step_groups({self.group: action})[self.group]
+
+    def close(self) -> None:
+        self.parent.close()
+
+    def render(self) -> Any:
+        return self.parent.render()
+
+    # -- the parent's hooks, per copy i
+    def copy_reset(self, i: int, obs: dict, infos: dict, present: set[str]) -> None:
+        self._return[i] = 0.0
+        for j, agent in enumerate(self.agents):
+            r = i * self.rows_per_env + j
+            self._alive[r] = agent in present and agent in obs
+            self._obs[r] = obs.get(agent)
+        self.read_masks(i, obs, infos, at_reset=True)
+
+    def copy_actions(self, i: int) -> dict[str, Any]:
+        """The actions of copy i's living agents of this group (those of gone agents are never sent)."""
+        M = self.rows_per_env
+        return {agent: self._action[i * M + j] for j, agent in enumerate(self.agents) if self._alive[i * M + j]}
+
+    def read_masks(self, i: int, obs: dict, infos: dict, at_reset: bool) -> None:
+        """Keep copy i's masks (all true for rows that are not valid: their action is ignored)."""
+        source = self.mask_source
+        if source is None:
+            return
+        if source == masks.PENDING_INFO:  # "auto": the first reset decides whether infos carry masks
+            agent = next((a for a in self.agents if a in infos), None)
+            source = "info" if agent is not None and masks.MASK_KEY in (infos.get(agent) or {}) else None
+            self.mask_source = source
+            if source is None:
+                return
+        M = self.rows_per_env
+        for j, agent in enumerate(self.agents):
+            r = i * M + j
+            if not self._alive[r]:
+                self._mask_rows[r] = True
+                continue
+            raw = obs[agent][masks.MASK_KEY] if source == "obs" else (infos.get(agent) or {}).get(masks.MASK_KEY)
+            try:
+                if raw is None:
+                    raise masks.MaskError(f"env.action_mask = 'info': agent {agent!r} gave no "
+                                          f"info[{masks.MASK_KEY!r}]")
+                row = masks.check_mask(np.asarray(raw)[None], 1, self._mask_size)[0]
+            except masks.MaskError as exc:
+                if at_reset:
+                    raise ConfigError(f"env {self.parent.name}: {exc}") from None
+                raise TrainingError(f"env {self.parent.name}: {exc} (at vector step {self.parent.steps})") from None
+            if masks.first_without_legal_action(row[None], self._mask_components) is not None:
+                where = "on reset" if at_reset else f"at vector step {self.parent.steps}"
+                raise TrainingError(f"env {self.parent.name}: agent {agent!r} of copy {i} has no legal action "
+                                    f"{where}; every state needs a legal action")
+            self._mask_rows[r] = row
+
+    def observation(self, rows_obs: list[Any] | None = None) -> Any:
+        """The rows' observations as the policy sees them (see the module doc), as tensors."""
+        rows_obs = self._obs if rows_obs is None else rows_obs
+        M, N = self.rows_per_env, self.copies
+        own = self._own_space
+        if isinstance(own, spaces.Dict):
+            batch: Any = {k: np.stack([self._own_part(o, k) for o in rows_obs]) for k in own.spaces}
+        else:
+            batch = np.stack([self._own_part(o, None) for o in rows_obs]).reshape(len(rows_obs), -1)
+        ids = np.tile(np.eye(M, dtype=np.float32), (N, 1))
+        if self.agent_id:
+            if isinstance(batch, dict):
+                batch[AGENT_ID_KEY] = ids
+            else:
+                batch = np.concatenate([batch.astype(np.float32, copy=False), ids], axis=1)
+        if self.critic != "local":
+            if self.critic == "state":
+                shared = np.stack(self.parent.states)
+            else:
+                shared = np.stack([self._own_part(o, None) for o in rows_obs]).astype(np.float32).reshape(N, -1)
+            batch = {ACTOR_KEY: batch, CRITIC_KEY: np.concatenate([np.repeat(shared, M, axis=0), ids], axis=1)}
+        return to_tensor(batch, self.layout, self.device)
+
+    def _own_part(self, obs: Any, key: str | None) -> np.ndarray:
+        """One row's own observation (or its Dict part ``key``), zeros for a row whose agent is gone."""
+        space = self._own_space if key is None else self._own_space.spaces[key]
+        if obs is None:
+            return np.zeros(space.shape, dtype=space.dtype)
+        part = obs if key is None else obs[key]
+        return np.asarray(part, dtype=space.dtype).reshape(space.shape)
+
+    def begin_step(self, action: torch.Tensor) -> None:
+        self._action = to_env_action(action, self.action_space)
+        R = self.num_envs
+        self._reward = np.zeros(R, dtype=np.float32)
+        self._terminated = np.zeros(R, dtype=bool)
+        self._truncated = np.zeros(R, dtype=bool)
+        self._final_rows: list[Any] = list(self._obs)
+        self._start = np.zeros(R, dtype=bool)
+        self._episode = (np.zeros(R, dtype=bool), np.zeros(R, dtype=np.float32), np.zeros(R, dtype=np.int64))
+
+    def copy_step(self, i: int, obs: dict, rewards: dict, terms: dict, truncs: dict, present: set[str]) -> None:
+        """Record copy i's step for this group's rows (before the copy resets, if it does)."""
+        for j, agent in enumerate(self.agents):
+            r = i * self.rows_per_env + j
+            if self._alive[r]:
+                self._reward[r] = float(rewards.get(agent, 0.0))
+                self._terminated[r] = bool(terms.get(agent, False))
+                self._truncated[r] = bool(truncs.get(agent, False)) and not self._terminated[r]
+                if agent in obs:
+                    self._obs[r] = obs[agent]
+                self._final_rows[r] = self._obs[r]
+                self._return[i] += self._reward[r]
+                if self._terminated[r] or self._truncated[r] or agent not in present:
+                    self._alive[r] = False
+                    # dropped without a flag: its episode ended there
+                    self._terminated[r] = self._terminated[r] or not self._truncated[r]
+            elif agent in present and agent in obs:  # an agent that joins: its own episode starts
+                self._alive[r] = True
+                self._obs[r] = obs[agent]
+                self._start[r] = True
+
+    def copy_ended(self, i: int, length: int) -> None:
+        """Copy i's episode is over (it resets next): report the group's return once, on the copy's first row."""
+        r = i * self.rows_per_env
+        done, ret, steps = self._episode
+        done[r], ret[r], steps[r] = True, self._return[i], length
+        self._start[r:r + self.rows_per_env] = True
+
+    def end_step(self) -> StepResult:
+        final_obs = self.observation(self._final_rows) if self._truncated.any() else None
+        obs = self.observation()
+        if self._mask_size is not None and self.mask_source is not None:
+            self._mask = torch.as_tensor(self._mask_rows.copy(), device=self.device)
+        dev = self.device
+        done, ret, steps = self._episode
+        return StepResult(obs=obs, reward=torch.as_tensor(self._reward, device=dev),
+                          terminated=torch.as_tensor(self._terminated, device=dev),
+                          truncated=torch.as_tensor(self._truncated, device=dev), final_obs=final_obs,
+                          episode_done=torch.as_tensor(done, device=dev),
+                          episode_return=torch.as_tensor(ret, device=dev),
+                          episode_length=torch.as_tensor(steps, device=dev),
+                          episode_start=torch.as_tensor(self._start, device=dev))
+
+    def reset_observation(self) -> Any:
+        obs = self.observation()
+        if self._mask_size is not None and self.mask_source is not None:
+            self._mask = torch.as_tensor(self._mask_rows.copy(), device=self.device)
+        return obs
+
+
+class ParallelVecEnv:
+    """N copies of a PettingZoo ``ParallelEnv``; its agents in groups (:attr:`groups`, :class:`GroupRows`).
+
+    Where the env has one group, this object is that group's vector env (the env layer's interface:
+    ``num_envs``, ``observation_space``, ``valid``, ``reset``, ``step``, ... are the group's). With several,
+    :meth:`reset` returns ``{group: obs}`` and :meth:`step_groups` takes ``{group: action}``: all groups act
+    in the same joint step. Copy i is seeded ``seed + i`` at a reset; a copy whose last agent is done resets
+    in the same step (SAME_STEP).
+
+    Args:
+        envs: the N parallel envs (closed with this object).
+        cfg: the env config (``groups``, ``action_mask``, ``max_episode_steps``).
+        device: where the tensors go.
+        policy: the policy config (``agent_id``, ``critic``); None = the defaults.
+        name: the env's name for messages.
+
+    Raises:
+        ConfigError: an AEC env, groups that do not cover every agent or mix spaces, an unsupported space,
+            ``critic = "state"`` on an env without ``state()``, or a mask convention that finds no mask.
+    """
+
+    def __init__(self, envs: list[Any], cfg: EnvConfig, device: torch.device, policy: PolicyConfig | None = None,
+                 name: str = "env"):
+        self.envs, self.name, self.device = envs, name, device
+        self.copies = len(envs)
+        self.steps = 0
+        policy = policy or PolicyConfig()
+        first = envs[0]
+        self.states: list[np.ndarray] = []
+        self.state_size = 0
+        try:
+            _check_parallel(first, name)
+            agents = list(first.possible_agents)
+            groups = {g: list(m) for g, m in cfg.groups.items()} if cfg.groups else \
+                default_groups(agents, first.observation_space, first.action_space)
+            check_groups(groups, agents, first.observation_space, first.action_space, name)
+            self._state = policy.critic == "state"
+            if self._state:
+                if not callable(getattr(first, "state", None)):
+                    raise ConfigError(f"policy.critic = 'state' needs an env with state(); env {name!r} has none "
+                                      "(use 'concat' or 'local')")
+                first.reset(seed=0)
+                self.state_size = int(np.asarray(first.state()).size)
+            self.groups = {g: GroupRows(self, g, members, cfg, policy) for g, members in groups.items()}
+        except masks.MaskError as exc:
+            self.close()
+            raise ConfigError(f"env {name!r}: {exc}") from None
+        except ConfigError:
+            self.close()
+            raise
+        self.max_episode_steps = cfg.max_episode_steps
+        self._length = np.zeros(self.copies, dtype=np.int64)
+
+    # -- one group: this env is that group's vector env
+    def _only(self) -> GroupRows:
+        if len(self.groups) != 1:
+            raise AttributeError(f"env {self.name!r} has {len(self.groups)} groups of agents; use .groups")
+        return next(iter(self.groups.values()))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("num_envs", "observation_space", "action_space", "valid", "action_mask", "agents",
+                    "rows_per_env", "mask_source", "layout", "group"):
+            return getattr(self._only(), name)
+        raise AttributeError(name)
+
+    @property
+    def group_agents(self) -> dict[str, list[str]]:
+        return {g: rows.agents for g, rows in self.groups.items()}
+
+    def reset(self, seed: int | None = None) -> Any:
+        """Reset every copy (copy i seeded ``seed + i``): ``{group: obs}``, or the one group's obs.
+
+        Raises:
+            TrainingError: an env raised on reset.
+            ConfigError: the first reset finds no mask where one is asked, or a mask of the wrong shape.
+        """
+        for i in range(self.copies):
+            self._reset_copy(i, None if seed is None else seed + i)
+        out = {g: rows.reset_observation() for g, rows in self.groups.items()}
+        return out if len(out) > 1 else next(iter(out.values()))
+
+    def _reset_copy(self, i: int, seed: int | None) -> None:
+        env = self.envs[i]
+        try:
+            obs, infos = env.reset(seed=seed)
+        except Exception as exc:
+            raise TrainingError(f"env {self.name} raised {type(exc).__name__} on reset: {first_line(exc)}") from exc
+        self._length[i] = 0
+        self._read_state(i)
+        present = set(env.agents)
+        for rows in self.groups.values():
+            rows.copy_reset(i, obs, infos, present)
+
+    def _read_state(self, i: int) -> None:
+        if self._state:
+            state = np.asarray(self.envs[i].state(), dtype=np.float32).reshape(-1)
+            if len(self.states) <= i:
+                self.states.append(state)
+            else:
+                self.states[i] = state
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Step every copy with the one group's actions (see :meth:`step_groups`)."""
+        only = self._only()
+        return self.step_groups({only.group: action})[only.group]
+
+    def step_groups(self, actions: dict[str, torch.Tensor]) -> dict[str, StepResult]:
+        """One joint step of every copy: each group's ``[N*M_g]`` actions (those of rows that are not valid are
+        never sent) -> each group's :class:`StepResult`.
+
+        Raises:
+            TrainingError: an env raised.
+        """
+        for g, rows in self.groups.items():
+            rows.begin_step(actions[g])
+        self.steps += 1
+        for i, env in enumerate(self.envs):
+            joint: dict[str, Any] = {}
+            for rows in self.groups.values():
+                joint.update(rows.copy_actions(i))
+            try:
+                obs, rewards, terms, truncs, infos = env.step(joint)
+            except Exception as exc:
+                raise TrainingError(f"env {self.name} raised {type(exc).__name__}: {first_line(exc)}") from exc
+            self._length[i] += 1
+            present = set(env.agents)
+            for rows in self.groups.values():
+                rows.copy_step(i, obs, rewards, terms, truncs, present)
+            if not present:  # the copy's episode is over: SAME_STEP reset
+                for rows in self.groups.values():
+                    rows.copy_ended(i, int(self._length[i]))
+                self._reset_copy(i, None)
+            else:
+                self._read_state(i)
+                for rows in self.groups.values():
+                    rows.read_masks(i, obs, infos, at_reset=False)
+        return {g: rows.end_step() for g, rows in self.groups.items()}
+
+    def render(self) -> Any:
+        """Copy 0's frame (``render_mode = "rgb_array"``)."""
+        return self.envs[0].render()
+
+    def close(self) -> None:
+        """Close every copy; never raises."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+
+
+# ----------------------------------------------------------------------------- the backend's functions
+def check_config(cfg: EnvConfig) -> None:
+    """PettingZoo envs are not gymnasium envs: no wrappers, no Atari chain, no async vectorisation.
+
+    Raises:
+        ConfigError: ``env.wrappers``, ``env.atari``, ``env.obs_keys`` or ``vectorization_mode = "async"``.
+    """
+    if cfg.wrappers:
+        raise ConfigError("env.wrappers need env.backend = 'gymnasium', not 'pettingzoo'")
+    if cfg.atari or cfg.terminal_on_life_loss:
+        raise ConfigError("env.atari and env.terminal_on_life_loss need a gymnasium backend, not 'pettingzoo'")
+    if cfg.obs_keys is not None:
+        raise ConfigError("env.obs_keys is for gymnasium Dict observations; env.backend = 'pettingzoo' takes none")
+    if cfg.vectorization_mode != "sync":
+        raise ConfigError("env.backend = 'pettingzoo' steps its copies in this process: "
+                          "env.vectorization_mode must be 'sync'")
+
+
+def eval_config(cfg: EnvConfig) -> EnvConfig:
+    """Runs on PettingZoo are evaluated on the same env."""
+    return cfg
+
+
+def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: torch.device,
+           render_mode: str | None, policy: PolicyConfig | None, name: str) -> ParallelVecEnv:
+    copies = max(1, num_envs)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # MPE's pygame renders headless
+    envs = []
+    try:
+        for _ in range(copies):
+            env = factory(render_mode=render_mode) if render_mode else factory()
+            envs.append(env)
+            if len(envs) == 1:
+                _check_parallel(env, name)
+    except ConfigError:
+        for env in envs:
+            env.close()
+        raise
+    except Exception as exc:
+        for env in envs:
+            env.close()
+        context = f" (env.kwargs = {dict(cfg.kwargs)!r})" if cfg.kwargs else ""
+        raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {first_line(exc)}{context}") from None
+    return ParallelVecEnv(envs, cfg, device, policy, name)
+
+
+def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
+         wrappers: list | None = None, policy: PolicyConfig | None = None) -> ParallelVecEnv:
+    """``num_envs`` copies of ``parallel_env(**env.kwargs)`` from the module ``env.id``.
+
+    Raises:
+        ConfigError: see :class:`ParallelVecEnv` and :func:`_factory_from_id`; ``wrappers`` (none apply).
+    """
+    if wrappers:
+        raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
+    return _build(_factory_from_id(cfg), cfg, num_envs, device, render_mode, policy, cfg.id)
+
+
+def from_factory(factory: Callable[[], Any], cfg: EnvConfig, num_envs: int, device: torch.device,
+                 render_mode: str | None = None, policy: PolicyConfig | None = None) -> ParallelVecEnv:
+    """``num_envs`` copies of a user's ``factory()`` returning a ``pettingzoo.ParallelEnv``."""
+    name = getattr(factory, "__name__", None) or type(factory).__name__
+    return _build(factory, cfg, num_envs, device, render_mode, policy, name)

@@ -1,0 +1,254 @@
+"""Several agents in one env (env.backend = "pettingzoo"): rows per agent, agents that leave mid-episode,
+agent ids, centralised critics, masks per agent, bad input, resume, eval and a short simple_spread run."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from shell.api import train
+from shell.config import load_config
+from shell.envs import make_env
+from shell.errors import ConfigError
+from shell.inference import load_policy
+from shell.observations import CRITIC_KEY
+from shell.runner import Trainer
+
+from .conftest import ROOT, run_main
+from .multiagent_envs import Mixed, Relay
+
+RELAY = "tests.integration.multiagent_envs"
+BASE = {"env.backend": "pettingzoo", "env.id": RELAY, "env.num_envs": 2, "ppo.num_steps": 12,
+        "ppo.num_minibatches": 2, "ppo.update_epochs": 2, "policy.hidden_sizes": [16], "run.eval_episodes": 3,
+        "run.total_timesteps": 48, "run.loggers": []}
+
+
+def config(**overrides):
+    return load_config(None, {**BASE, **overrides})
+
+
+def last_json(text: str) -> dict:
+    return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+
+
+def test_rows_are_agents_and_gone_agents_are_not_valid():
+    """3 agents living 2, 4 and 6 steps in 2 copies: 6 rows, copy-major; a row is valid exactly while its agent
+    lives, its reward is the agent's own, and the copy resets when the last agent leaves."""
+    env = make_env(config().env, torch.device("cpu"), policy=config().policy)
+    try:
+        assert (env.num_envs, env.rows_per_env, env.copies) == (6, 3, 2)
+        env.reset(seed=0)
+        lifetimes = [2, 4, 6]
+        for t in range(12):
+            valid = env.valid.numpy().reshape(2, 3)
+            expected = np.array([(t % 6) < life for life in lifetimes])
+            assert (valid == expected).all(), (t, valid)
+            step = env.step(torch.zeros(6, dtype=torch.long))
+            reward = step.reward.numpy().reshape(2, 3)
+            assert (reward == np.where(expected, [1.0, 2.0, 3.0], 0.0)).all()
+            ended = step.terminated.numpy().reshape(2, 3)
+            assert (ended == (expected & np.array([(t % 6) + 1 == life for life in lifetimes]))).all()
+            if t % 6 == 5:  # the last agent left: the copy reset, and the team's return is reported once per copy
+                assert step.episode_done.numpy().reshape(2, 3)[:, 0].all()
+                assert (step.episode_return.numpy().reshape(2, 3)[:, 0] == 2 * 1 + 4 * 2 + 6 * 3).all()
+                assert step.episode_start.all()
+    finally:
+        env.close()
+
+
+def test_no_transition_of_a_gone_agent_is_used(tmp_path):
+    """The rollout stores exactly the agents' living steps as valid rows, only those enter the minibatches and
+    the observation statistics, and the training episode return is the team's exact return (28)."""
+    cfg = config(**{"env.normalize_obs": True})
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    try:
+        obs = trainer.env.reset(seed=0)
+        trainer.collector.restart()
+        count_before = float(trainer.agent.obs_normalizer.moments.count)
+        _, episodes = trainer.collect(obs)
+        valid = trainer.storage.valid
+        assert int(valid.sum()) == 2 * (2 + 4 + 6) * 2  # 12 steps = two whole episodes in each of 2 copies
+        per_row = valid.sum(0).view(2, 3)
+        assert per_row.tolist() == [[4, 8, 12], [4, 8, 12]]
+        assert float(trainer.agent.obs_normalizer.moments.count) - count_before == int(valid.sum())
+        rows = sum(len(mb["advantages"]) for mb in trainer.storage.minibatches(2))
+        assert rows == int(valid.sum())
+        count, total, _ = episodes.tolist()
+        assert count == 4 and total == 4 * 28.0
+        assert (trainer.storage.rewards[~valid] == 0).all()
+    finally:
+        trainer.env.close()
+
+
+def test_relay_through_main_reports_exact_team_and_per_agent_returns(tmp_path):
+    args = ["--config", "cartpole", "--run-dir", str(tmp_path / "run")]
+    for key, value in BASE.items():
+        args += ["--set", f"{key}={json.dumps(value)}"]
+    proc = run_main(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = last_json(proc.stdout)
+    assert summary["eval_return_mean"] == 28.0
+    assert summary["eval_return_per_agent"] == pytest.approx(28.0 / 3)
+    assert summary["eval_episodes"] == 3 and summary["env_steps"] == 48
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["episodic_return"]) for r in rows] == [28.0] * 2  # 24 joint steps per update
+    # eval of the checkpoint gives the same, and resume continues the run by one update
+    proc = run_main("eval", str(tmp_path / "run"), "--episodes", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert last_json(proc.stdout)["eval_return_mean"] == 28.0
+    proc = run_main("--resume", str(tmp_path / "run"), "--total-timesteps", "72")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        assert [int(r["update"]) for r in csv.DictReader(f)] == [1, 2, 3]
+
+
+def test_agent_id_and_centralised_critics():
+    """agent_id appends the one-hot index; 'concat' and 'state' give the critic a Dict key of its own that the
+    actor never sees, with the agent's index after the shared part."""
+    device = torch.device("cpu")
+    env = make_env(config().env, device, policy=config(**{"policy.agent_id": True}).policy)
+    obs = env.reset(seed=0)
+    assert obs.shape == (6, 6) and (obs[:, 3:] == torch.eye(3).repeat(2, 1)).all()
+    env.close()
+    for critic, size in (("concat", 3 * 3 + 3), ("state", 2 * 3 + 3)):
+        cfg = config(**{"policy.critic": critic})
+        env = make_env(cfg.env, device, policy=cfg.policy)
+        obs = env.reset(seed=0)
+        assert obs["obs"].shape == (6, 3) and obs[CRITIC_KEY].shape == (6, size)
+        assert (obs[CRITIC_KEY][:, -3:] == torch.eye(3).repeat(2, 1)).all()
+        if critic == "concat":  # every row of a copy sees the copy's three observations in agent order
+            assert (obs[CRITIC_KEY][0, :9] == obs["obs"][0:3].flatten()).all()
+            assert (obs[CRITIC_KEY][1, :9] == obs[CRITIC_KEY][0, :9]).all()
+        env.close()
+
+
+@pytest.mark.parametrize("critic", ["local", "state", "concat"])
+def test_each_critic_trains_and_the_actor_ignores_the_critic_input(tmp_path, critic):
+    result = train(config=config(**{"policy.critic": critic, "policy.agent_id": True}), run_dir=tmp_path / "run",
+                   progress=False)
+    assert result.summary["eval_return_mean"] == 28.0
+    agent = result.policy.agent
+    if critic != "local":
+        assert agent.critic_encoder is not None
+        obs = make_env(result.config.env, torch.device("cpu"), policy=result.config.policy).reset(seed=0)
+        changed = {**obs, CRITIC_KEY: obs[CRITIC_KEY] + 100.0}
+        with torch.no_grad():
+            assert torch.equal(agent.act(obs), agent.act(changed))
+            assert not torch.equal(agent.value(obs), agent.value(changed))
+
+
+def test_masks_per_agent_never_send_an_illegal_action(tmp_path):
+    """Relay(mask=True) raises on an illegal action; info['action_mask'] per agent keeps every action legal."""
+    result = train(config=config(**{"env.kwargs": {"mask": True}, "run.total_timesteps": 96}),
+                   run_dir=tmp_path / "run", progress=False)
+    assert result.summary["eval_return_mean"] == 28.0
+    assert result.policy.agent.action_mask_source == "info"
+
+
+def test_load_policy_maps_an_agent_dict_to_an_action_dict(tmp_path):
+    result = train(config=config(**{"policy.agent_id": True}), run_dir=tmp_path / "run", progress=False)
+    policy = load_policy(tmp_path / "run")
+    env = Relay()
+    obs, _ = env.reset()
+    actions = policy(obs)
+    assert set(actions) == set(obs) and all(0 <= int(a) < 3 for a in actions.values())
+    env.step(actions)
+    del result
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"env.groups": {"a": ["runner_0", "runner_1"]}}, "env.groups leave out ['runner_2']"),
+    ({"env.groups": {"a": ["runner_0", "nobody"]}}, "names 'nobody'"),
+    ({"env.id": "pettingzoo.classic.tictactoe_v3"}, "AEC"),
+    ({"env.wrappers": [{"class": "gymnasium.wrappers:ClipReward"}]}, "env.wrappers need env.backend"),
+])
+def test_bad_multiagent_input_is_one_line(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")) as info:
+        train(config=config(**overrides), run_dir=tmp_path / "run", progress=False)
+    assert "\n" not in str(info.value)
+
+
+def test_state_critic_needs_state(tmp_path):
+    class NoState(Relay):
+        state = None
+
+    with pytest.raises(ConfigError, match="needs an env with state"):
+        train(config=config(**{"policy.critic": "state"}), env=lambda: NoState(), run_dir=tmp_path / "run",
+              progress=False)
+
+
+def test_eval_video_of_a_multiagent_run(tmp_path):
+    train(config=config(), run_dir=tmp_path / "run", progress=False)
+    proc = run_main("eval", str(tmp_path / "run"), "--episodes", "2", "--video")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    videos = last_json(proc.stdout)["videos"]
+    assert len(videos) == 1 and videos[0].endswith("-episode-0.mp4")
+
+
+def test_simple_spread_through_main(tmp_path):
+    proc = run_main("--config", "simple-spread", "--total-timesteps", "3200", "--set", "run.eval_episodes=4",
+                    "--run-dir", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = last_json(proc.stdout)
+    assert summary["env_steps"] == 3200 and summary["eval_episodes"] == 4
+    assert summary["eval_return_mean"] == pytest.approx(3 * summary["eval_return_per_agent"])
+
+
+MIXED = {"env.kwargs": {"kind": "mixed"}}
+
+
+def test_groups_with_different_spaces_train_export_resume_and_load(tmp_path):
+    """Runners and a scout (other spaces) form two groups by default, a policy each; the team return sums both
+    groups exactly; export writes one file per group; load_policy maps every agent; a resume continues."""
+    run = tmp_path / "run"
+    result = train(config=config(**MIXED), run_dir=run, progress=False)
+    assert set(result.policy.agent) == {"runner", "scout"}
+    assert result.summary["eval_return_mean"] == 2 * 1 + 4 * 2 + 5 * 10
+    assert result.summary["eval_return_per_agent"] == pytest.approx(60 / 3)
+    assert result.summary["eval_return_per_group"] == {"runner": 10.0, "scout": 50.0}
+    with open(run / "metrics.csv") as f:
+        assert [float(r["episodic_return"]) for r in csv.DictReader(f)] == [60.0] * 2
+    env = Mixed()
+    obs, _ = env.reset()
+    actions = load_policy(run)(obs)
+    assert set(actions) == {"runner_0", "runner_1", "scout_0"} and np.shape(actions["scout_0"]) == (2,)
+    env.step(actions)
+    proc = run_main("export", str(run), "--format", "pt2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    exports = last_json(proc.stdout)["exports"]
+    assert set(exports) == {"runner", "scout"}
+    assert all(e["checked_max_abs_diff"] == 0.0 for e in exports.values())
+    proc = run_main("--resume", str(run), "--total-timesteps", "72")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert last_json(proc.stdout)["eval_return_mean"] == 60.0
+    with open(run / "metrics.csv") as f:
+        assert [int(r["update"]) for r in csv.DictReader(f)] == [1, 2, 3]
+
+
+def test_a_group_of_differing_spaces_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="different observation spaces") as info:
+        train(config=config(**MIXED, **{"env.groups": {"all": ["runner_0", "runner_1", "scout_0"]}}),
+              run_dir=tmp_path / "run", progress=False)
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_torchrun_trains_groups_with_identical_parameters_on_both_ranks(tmp_path):
+    """Two ranks of a two-group run: one summary, world_size 2, the exact team return, and the global step
+    count (2 ranks x 2 copies x 12 steps per update)."""
+    from .test_distributed import torchrun
+
+    args = ["--config", "cartpole", "--run-dir", str(tmp_path / "run")]
+    for key, value in BASE.items():
+        args += ["--set", f"{key}={json.dumps(value)}"]
+    args += ["--set", 'env.kwargs={ kind = "mixed" }']
+    proc = torchrun(str(ROOT / "main.py"), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summaries = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(summaries) == 1 and summaries[0]["world_size"] == 2
+    assert summaries[0]["eval_return_mean"] == 60.0 and summaries[0]["env_steps"] == 48
