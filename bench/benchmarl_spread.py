@@ -1,21 +1,19 @@
 """Baseline: BenchMARL 1.5.2 MAPPO on PettingZoo/mpe2 simple_spread (CPU, 1 torch thread).
 
-Standalone script, NOT part of the ppo_core package. It runs in its own venv
-(/work/benchmarl-venv) because BenchMARL pins torchrl<0.12 / tensordict 0.11:
+A standalone script, not part of the package. It runs in a venv of its own, because BenchMARL pins
+torchrl<0.12 / tensordict 0.11, with torch held at the local CPU build so that pip does not pull a CUDA one:
 
-    python3.11 -m venv /work/benchmarl-venv
-    echo "torch==2.13.0" > /work/benchmarl-venv/constraints.txt
-    /work/benchmarl-venv/bin/pip install torch==2.13.0
-    /work/benchmarl-venv/bin/pip install -c /work/benchmarl-venv/constraints.txt \
-        benchmarl==1.5.2 mpe2 pettingzoo
+    python3.11 -m venv .benchmarl-venv
+    echo "torch==2.13.0" > .benchmarl-venv/constraints.txt
+    .benchmarl-venv/bin/pip install torch==2.13.0
+    .benchmarl-venv/bin/pip install -c .benchmarl-venv/constraints.txt benchmarl==1.5.2 mpe2 pettingzoo
     # -> torch 2.13.0+cpu, torchrl 0.11.1, tensordict 0.11.0, benchmarl 1.5.2,
     #    pettingzoo 1.27.0, mpe2 1.1.1 (torchvision 0.28.0 is pulled in by benchmarl;
     #    it is a CUDA build whose _C.so does not load, but nothing on this path imports it)
 
-Run (from /work/main):
+Run (from the repository root; bench/multiagent_vs_benchmarl.py runs it side by side with ours):
 
-    /work/benchmarl-venv/bin/python bench/benchmarl_spread.py --seed 0 \
-        --json-out bench/results/benchmarl_spread_s0.json
+    .benchmarl-venv/bin/python bench/benchmarl_spread.py --seed 0 --json-out bench/results/benchmarl_spread_s0.json
 
 Setup (everything BenchMARL's defaults unless listed):
   * algorithm: MappoConfig.get_from_yaml()      (benchmarl/conf/algorithm/mappo.yaml)
@@ -61,14 +59,14 @@ import time
 
 _T0 = time.time()  # script start (after interpreter startup), before any heavy import
 
-import argparse
-import glob
-import json
-import os
-import sys
-import types
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import types  # noqa: E402
 
-import torch
+import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -99,9 +97,9 @@ def install_mpe_shim():
     So the only thing needed is a `pettingzoo.mpe.all_modules` exposing `mpe_environments`;
     mpe2.all_modules is exactly that (keys "mpe/simple_spread_v3" -> mpe2.simple_spread_v3).
     """
-    import pettingzoo
     import mpe2
     import mpe2.all_modules
+    import pettingzoo
 
     shim = types.ModuleType("pettingzoo.mpe")
     shim.__path__ = []  # mark as package
@@ -129,8 +127,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--frames", type=int, default=120_000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--save-folder", default="/work/benchmarl-runs",
-                   help="where BenchMARL writes its csv logs (outside the repo by default)")
+    p.add_argument("--save-folder", default=None,
+                   help="where BenchMARL writes its csv logs (default: a new temporary folder)")
     p.add_argument("--json-out", default=None)
     args = p.parse_args()
 
@@ -155,8 +153,9 @@ def main():
     exp_cfg.render = False  # see docstring: csv video logging needs a working torchvision
     exp_cfg.checkpoint_interval = 0
     exp_cfg.checkpoint_at_end = False
-    os.makedirs(args.save_folder, exist_ok=True)
-    exp_cfg.save_folder = args.save_folder
+    save_folder = args.save_folder or tempfile.mkdtemp(prefix="benchmarl-")
+    os.makedirs(save_folder, exist_ok=True)
+    exp_cfg.save_folder = save_folder
 
     experiment = Experiment(
         task=task,
@@ -190,8 +189,8 @@ def main():
         "train_return_per_agent_last": train[-1][1] if train else None,
         "eval_return_per_agent_last": evals[-1][1] if evals else None,
         "eval_points": [(s, round(v, 4)) for s, v in evals],
-        "return_definition": "per-agent undiscounted episode return, mean over agents/groups/episodes (BenchMARL logger)",
-        "log_dir": log_dir,
+        "return_definition": "per-agent undiscounted episode return, mean over agents/groups/episodes "
+                             "(BenchMARL logger)",
         "versions": {
             m: __import__("importlib.metadata").metadata.version(m)
             for m in ("torch", "torchrl", "tensordict", "benchmarl", "pettingzoo", "mpe2")

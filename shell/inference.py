@@ -298,8 +298,9 @@ class Policy:
         return action[0] if single else action
 
 
-def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any = None) -> Policy:
-    """Load a run dir's newest checkpoint (or a named checkpoint) as a :class:`Policy` on ``device``.
+def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any = None) -> Policy | AgentsPolicy:
+    """Load a run dir's newest checkpoint (or a named checkpoint) as a :class:`Policy` on ``device``; a
+    multi-agent run's (``env.backend = "pettingzoo"``) as an :class:`AgentsPolicy` (agent dict -> action dict).
 
     The env is not needed: the checkpoint stores its spaces. ``env`` (a factory or vector env of
     the same kind) serves only checkpoints written before they were stored, of runs trained on one.
@@ -327,10 +328,14 @@ class AgentsPolicy:
     """A multi-agent run's policy (``env.backend = "pettingzoo"``): ``{agent: observation}`` ->
     ``{agent: action}``, deterministic, for the agents that the dict holds, each by its group's policy.
 
-    Each agent's observation is laid out as in training (shell/envs/pettingzoo.py): its one-hot index in
-    its group appended when the run used ``policy.agent_id``; a centralised critic's input is not needed to
-    act (the actor never sees it) and is filled with zeros. Masks come from each agent's Dict observation
-    key ``"action_mask"``, or ``action_mask={agent: mask}``.
+    Each agent's observation is what the env gives it (not a Dict of ``"obs"`` and ``"critic"``): it is laid
+    out as in training (shell/envs/pettingzoo.py), with its one-hot index in its group appended when the run
+    used ``policy.agent_id``; a centralised critic's input is not needed to act (the actor never sees it)
+    and is filled with zeros. Masks come from each agent's Dict observation key ``"action_mask"``, or
+    ``action_mask={agent: mask}``. Pass only the agents that act (``{a: obs[a] for a in env.agents}``).
+
+    A recurrent policy keeps each agent's state between calls, in its group's row of that agent (an agent
+    missing from a call keeps its state); call :meth:`reset` at the start of every episode.
 
     Attributes:
         policies: each group's :class:`Policy` over its rows as the trainer saw them.
@@ -367,12 +372,33 @@ class AgentsPolicy:
             row = {ACTOR_KEY: row, CRITIC_KEY: np.zeros(space.spaces[CRITIC_KEY].shape, dtype=np.float32)}
         return row
 
+    @property
+    def recurrent(self) -> bool:
+        return any(p.recurrent for p in self.policies.values())
+
+    def reset(self) -> None:
+        """Start a new episode: every agent's recurrent state restarts (a no-op for feed-forward policies)."""
+        for policy in self.policies.values():
+            policy.reset()
+
+    def act(self, obs: dict[str, Any], deterministic: bool = True,
+            action_mask: dict[str, Any] | None = None) -> dict[str, Any]:
+        """:meth:`__call__`, or with ``deterministic=False`` sampled actions."""
+        return self._act(obs, deterministic, action_mask)
+
     def __call__(self, obs: dict[str, Any], action_mask: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Actions of the agents in ``obs``.
+        """The deterministic actions of the agents in ``obs``.
 
         Raises:
-            ValueError: an agent this policy does not know; a masked policy without masks (see :class:`Policy`).
+            ValueError: ``obs`` is not a dict of agents, an agent this policy does not know; a masked policy
+                without masks (see :class:`Policy`).
         """
+        return self._act(obs, True, action_mask)
+
+    def _act(self, obs: dict[str, Any], deterministic: bool, action_mask: dict[str, Any] | None) -> dict[str, Any]:
+        if not isinstance(obs, dict):
+            raise ValueError(f"a multi-agent policy takes a dict {{agent: observation}} of the agents "
+                             f"{sorted(self._group_of)}, not a {type(obs).__name__}")
         unknown = [a for a in obs if a not in self._group_of]
         if unknown:
             raise ValueError(f"agents {unknown} are not in this policy's groups {self.groups}")
@@ -381,10 +407,27 @@ class AgentsPolicy:
             names = [a for a in members if a in obs]
             if not names:
                 continue
-            rows = [self._row(group, a, obs[a]) for a in names]
+            policy = self.policies[group]
+            # a recurrent policy acts on every agent of its group, so that each keeps its row (and state)
+            acting = members if policy.recurrent else names
+            template = obs[names[0]]
+            rows = [self._row(group, a, obs[a] if a in obs else _zeros_like(template)) for a in acting]
             batch = {k: np.stack([r[k] for r in rows]) for k in rows[0]} if isinstance(rows[0], dict) \
                 else np.stack(rows)
-            mask = None if action_mask is None else np.stack([np.asarray(action_mask[a]) for a in names])
-            actions = self.policies[group].act(batch, True, action_mask=mask)
-            out.update({a: actions[i] for i, a in enumerate(names)})
+            mask = None
+            if action_mask is not None:
+                given = {a: np.asarray(action_mask[a]) for a in names}
+                mask = np.stack([given.get(a, np.ones_like(given[names[0]])) for a in acting])
+            elif policy.masked and policy.recurrent and isinstance(template, dict) and MASK_KEY in template:
+                batch[MASK_KEY] = np.stack([np.asarray(obs[a][MASK_KEY]) if a in obs
+                                            else np.ones_like(np.asarray(template[MASK_KEY])) for a in acting])
+            actions = policy.act(batch, deterministic, action_mask=mask)
+            out.update({a: actions[acting.index(a)] for a in names})
         return out
+
+
+def _zeros_like(obs: Any) -> Any:
+    """A stand-in observation for an agent that is not acting (a recurrent group keeps its rows)."""
+    if isinstance(obs, dict):
+        return {k: np.zeros_like(np.asarray(v)) for k, v in obs.items()}
+    return np.zeros_like(np.asarray(obs))

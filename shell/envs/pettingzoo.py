@@ -68,12 +68,13 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
     module_name = cfg.id.split(":")[0]
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except Exception as exc:  # a missing package, a misspelt module, or an error inside the module
         top = module_name.split(".")[0]
-        if top in ("mpe2", "pettingzoo"):
+        if isinstance(exc, ModuleNotFoundError) and exc.name == top and top in ("mpe2", "pettingzoo"):
             raise ConfigError(f"env {cfg.id!r} needs the {top} package; run: {install_hint('multiagent')}") from None
-        raise ConfigError(f"env.backend = 'pettingzoo': cannot import {module_name!r} ({first_line(exc)}); env.id "
-                          "names a module with parallel_env(), e.g. 'mpe2.simple_spread_v3'") from None
+        raise ConfigError(f"env.backend = 'pettingzoo': cannot import {module_name!r} ({type(exc).__name__}: "
+                          f"{first_line(exc)}); env.id names an importable module with parallel_env(), e.g. "
+                          "'mpe2.simple_spread_v3' (your own module: put its folder on PYTHONPATH)") from None
     make = getattr(module, "parallel_env", None)
     if make is None:
         aec = "; it has an AEC env: wrap it with pettingzoo.utils.conversions.aec_to_parallel and pass the " \
@@ -141,6 +142,15 @@ def check_groups(groups: dict[str, list[str]], agents: list[str], obs_space: Cal
         raise ConfigError(f"env.groups leave out {missing}; every agent of env {name!r} needs a group")
 
 
+def _max_cycles(env: Any) -> int | None:
+    """An env's own episode length limit where it keeps one as ``max_cycles`` (MPE, butterfly)."""
+    for obj in (env, getattr(env, "unwrapped", None), getattr(env, "aec_env", None)):
+        value = getattr(obj, "max_cycles", None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 # ----------------------------------------------------------------------------- the vector env
 class GroupRows:
     """One group's agents in the N copies as ``N * M`` rows: what that group's policy, storage and collector see.
@@ -158,7 +168,6 @@ class GroupRows:
         M, N = len(self.agents), parent.copies
         self.rows_per_env, self.copies, self.num_envs = M, N, N * M
         self.device = parent.device
-        self.max_episode_steps = cfg.max_episode_steps
         agent_obs = first.observation_space(self.agents[0])
         self.action_space = first.action_space(self.agents[0])
         check_action_space(self.action_space)
@@ -176,6 +185,10 @@ class GroupRows:
         self._mask: torch.Tensor | None = None
         self._return = np.zeros(N, dtype=np.float64)  # the group's return in each copy's running episode
         self._action: np.ndarray | None = None
+
+    @property
+    def max_episode_steps(self) -> int | None:
+        return self.parent.max_episode_steps
 
     # -- spaces
     def _mask_source(self, setting: str, agent_obs: Any) -> str | None:
@@ -295,8 +308,10 @@ class GroupRows:
         own = self._own_space
         if isinstance(own, spaces.Dict):
             batch: Any = {k: np.stack([self._own_part(o, k) for o in rows_obs]) for k in own.spaces}
-        else:
+        elif isinstance(own, spaces.Box):
             batch = np.stack([self._own_part(o, None) for o in rows_obs]).reshape(len(rows_obs), -1)
+        else:  # Discrete, MultiBinary: the layout's encoding (one-hot, flat) takes the stacked values
+            batch = np.stack([self._own_part(o, None) for o in rows_obs])
         ids = np.tile(np.eye(M, dtype=np.float32), (N, 1))
         if self.agent_id:
             if isinstance(batch, dict):
@@ -421,7 +436,11 @@ class ParallelVecEnv:
                     raise ConfigError(f"policy.critic = 'state' needs an env with state(); env {name!r} has none "
                                       "(use 'concat' or 'local')")
                 first.reset(seed=0)
-                self.state_size = int(np.asarray(first.state()).size)
+                try:
+                    self.state_size = int(np.asarray(first.state()).size)
+                except NotImplementedError:  # pettingzoo.ParallelEnv's own state() raises
+                    raise ConfigError(f"policy.critic = 'state' needs an env with state(); env {name!r} does not "
+                                      "implement it (use 'concat' or 'local')") from None
             self.groups = {g: GroupRows(self, g, members, cfg, policy) for g, members in groups.items()}
         except masks.MaskError as exc:
             self.close()
@@ -429,7 +448,10 @@ class ParallelVecEnv:
         except ConfigError:
             self.close()
             raise
-        self.max_episode_steps = cfg.max_episode_steps
+        #: the time limit of one episode: env.max_episode_steps (applied here as a truncation of every agent),
+        #: else the env's own max_cycles (MPE's, PettingZoo's butterfly envs), else None
+        self.max_episode_steps = cfg.max_episode_steps or _max_cycles(first)
+        self._cap = cfg.max_episode_steps
         self._length = np.zeros(self.copies, dtype=np.int64)
 
     # -- one group: this env is that group's vector env
@@ -504,7 +526,11 @@ class ParallelVecEnv:
             except Exception as exc:
                 raise TrainingError(f"env {self.name} raised {type(exc).__name__}: {first_line(exc)}") from exc
             self._length[i] += 1
-            present = set(env.agents)
+            if self._cap is not None and self._length[i] >= self._cap:  # env.max_episode_steps: truncate everyone
+                truncs = {**truncs, **dict.fromkeys(env.agents, True)}
+                present: set[str] = set()
+            else:
+                present = set(env.agents)
             for rows in self.groups.values():
                 rows.copy_step(i, obs, rewards, terms, truncs, present)
             if not present:  # the copy's episode is over: SAME_STEP reset

@@ -28,7 +28,8 @@ class Relay(ParallelEnv):
     metadata: ClassVar[dict] = {"name": "relay_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
 
     def __init__(self, num_agents: int = 3, lifetimes: tuple[int, ...] | None = None, mask: bool = False,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, discrete_obs: bool = False):
+        self.discrete_obs = discrete_obs  # observe Discrete(10): the step count
         self.possible_agents = [f"runner_{i}" for i in range(num_agents)]
         self.lifetimes = list(lifetimes) if lifetimes is not None else [2 + 2 * i for i in range(num_agents)]
         self.mask = mask
@@ -36,8 +37,8 @@ class Relay(ParallelEnv):
         self.agents: list[str] = []
         self.t = 0
 
-    def observation_space(self, agent: str) -> spaces.Box:
-        return spaces.Box(-1.0, 10.0, (3,), np.float32)
+    def observation_space(self, agent: str) -> spaces.Space:
+        return spaces.Discrete(10) if self.discrete_obs else spaces.Box(-1.0, 10.0, (3,), np.float32)
 
     def action_space(self, agent: str) -> spaces.Discrete:
         return spaces.Discrete(3)
@@ -47,6 +48,8 @@ class Relay(ParallelEnv):
         return spaces.Box(-1.0, 10.0, (2 * len(self.possible_agents),), np.float32)
 
     def _obs(self, agent: str) -> np.ndarray:
+        if self.discrete_obs:
+            return np.int64(min(self.t, 9))
         i = self.possible_agents.index(agent)
         return np.array([self.t / 10, i / len(self.possible_agents), 1.0], dtype=np.float32)
 
@@ -69,7 +72,7 @@ class Relay(ParallelEnv):
         if extra:
             raise RuntimeError(f"actions for agents that have left: {sorted(extra)}")
         for agent, action in actions.items():
-            if not 0 <= int(action) < 3:
+            if np.ndim(action) != 0 or not 0 <= int(action) < 3:
                 raise RuntimeError(f"action {action} outside the space")
             if self.mask and self.t % 2 == 1 and int(action) == 0:
                 raise RuntimeError(f"illegal action 0 of {agent} at step {self.t}")

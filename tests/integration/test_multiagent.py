@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
 import torch
+from pettingzoo import ParallelEnv
 
 from shell.api import train
 from shell.config import load_config
@@ -175,7 +177,7 @@ def test_bad_multiagent_input_is_one_line(tmp_path, overrides, message):
 
 def test_state_critic_needs_state(tmp_path):
     class NoState(Relay):
-        state = None
+        state = ParallelEnv.state  # PettingZoo's own, which raises NotImplementedError
 
     with pytest.raises(ConfigError, match="needs an env with state"):
         train(config=config(**{"policy.critic": "state"}), env=lambda: NoState(), run_dir=tmp_path / "run",
@@ -252,3 +254,45 @@ def test_torchrun_trains_groups_with_identical_parameters_on_both_ranks(tmp_path
     summaries = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(summaries) == 1 and summaries[0]["world_size"] == 2
     assert summaries[0]["eval_return_mean"] == 60.0 and summaries[0]["env_steps"] == 48
+
+
+def test_discrete_observations_and_a_time_limit_of_our_own(tmp_path):
+    """Discrete observations are one-hot rows (each action a scalar, as the env checks); env.max_episode_steps = 3
+    truncates every agent at step 3: returns 1 * 2 + 2 * 3 + 3 * 3 = 17, the evaluation capped at 3 steps."""
+    cfg = config(**{"env.kwargs": {"discrete_obs": True}, "env.max_episode_steps": 3})
+    result = train(config=cfg, run_dir=tmp_path / "run", progress=False)
+    assert result.summary["eval_return_mean"] == 17.0
+    assert result.summary["eval_max_episode_steps"] == 3
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {float(r["episodic_return"]) for r in rows} == {17.0}
+    assert {float(r["episodic_length"]) for r in rows} == {3.0}
+
+
+def test_recurrent_agents_policy_keeps_each_agents_state_until_reset(tmp_path):
+    result = train(config=config(**{"policy.recurrent": "gru", "policy.rnn_hidden_size": 8, "ppo.num_minibatches": 1}),
+                   run_dir=tmp_path / "run", progress=False)
+    assert result.summary["eval_return_mean"] == 28.0
+    policy = load_policy(tmp_path / "run")
+    assert policy.recurrent
+    env = Relay()
+
+    def episode():
+        obs, _ = env.reset()
+        policy.reset()
+        actions = []
+        while env.agents:
+            step = policy({a: obs[a] for a in env.agents})
+            actions.append(step)
+            obs, *_ = env.step(step)
+        return actions
+
+    first = episode()
+    assert [len(a) for a in first] == [3, 3, 2, 2, 1, 1]  # agents leave; each keeps its own row
+    assert [{k: int(v) for k, v in a.items()} for a in episode()] == [{k: int(v) for k, v in a.items()} for a in first]
+
+
+def test_a_misspelt_module_is_named_not_the_extra(tmp_path):
+    with pytest.raises(ConfigError, match=re.escape("cannot import 'mpe2.simple_spred_v3'")) as info:
+        train(config=config(**{"env.id": "mpe2.simple_spred_v3"}), run_dir=tmp_path / "run", progress=False)
+    assert "pip install" not in str(info.value)

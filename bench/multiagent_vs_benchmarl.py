@@ -1,0 +1,193 @@
+"""Several agents: configs/simple-spread.toml against BenchMARL's MAPPO, side by side, and our learning curve.
+
+    python bench/multiagent_vs_benchmarl.py race [--seeds 0 1 2] [--benchmarl-python .benchmarl-venv/bin/python]
+        Alternating seed by seed (one torch thread on both sides), whole processes: ours trains
+        configs/simple-spread.toml with a deterministic 100-episode evaluation every `--eval-every` updates
+        and stops at the return bar (`--bar`, the team return summed over the three agents; -45 = -15 per
+        agent) or at `--max-steps` joint env steps; BenchMARL runs bench/benchmarl_spread.py (its MAPPO
+        defaults, max_cycles 25) for `--frames` frames. Writes bench/results/multiagent_race.json.
+    python bench/multiagent_vs_benchmarl.py curve [--seeds 0] [--steps 1000000] [--set KEY=VALUE ...]
+        One long run with a 100-episode evaluation every 25 updates; writes
+        bench/results/multiagent_curve_s<seed>.json (env steps, training and evaluation returns).
+    python bench/multiagent_vs_benchmarl.py profile [--steps 48000]
+        Where the time of our run goes (cProfile of shell.train): the env's own step, our env layer, the
+        policy in the rollout, the update, the evaluation.
+
+Env steps are joint steps of the env copies, as BenchMARL counts frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+
+OURS = """
+import json, sys, time
+import torch
+torch.set_num_threads(1)
+import shell
+seed, bar, max_steps, every = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+run_dir = sys.argv[5]
+sets = json.loads(sys.argv[6])
+rows = []
+def record(row):
+    rows.append(row)
+result = shell.train("simple-spread", seed=seed, total_timesteps=max_steps, run_dir=run_dir, progress=False,
+                     overrides={"run.eval_every": every, "run.eval_episodes": 100, **sets},
+                     callbacks=[record, shell.StopOnReward(bar)])
+evals = [(r["env_steps"], r["eval_return"]) for r in rows if r["eval_return"] != ""]
+reached = next((s for s, e in evals if e >= bar), None)
+print(json.dumps({"summary": result.summary, "evals": evals, "reached_at": reached}))
+"""
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def timed(cmd: list[str]) -> tuple[float, dict]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd[:3])} ... failed:\n{proc.stderr[-2000:]}")
+    return wall, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def ours(seed: int, bar: float, max_steps: int, every: int, sets: dict) -> tuple[float, dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return timed([sys.executable, "-c", OURS, str(seed), str(bar), str(max_steps), str(every),
+                      str(Path(tmp) / "run"), json.dumps(sets)])
+
+
+def parse_sets(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def race(args: argparse.Namespace) -> dict:
+    rows = []
+    for seed in args.seeds:
+        wall, mine = ours(seed, args.bar, args.max_steps, args.eval_every, parse_sets(args.set))
+        theirs_wall, theirs = timed([args.benchmarl_python, str(ROOT / "bench" / "benchmarl_spread.py"),
+                                     "--frames", str(args.frames), "--seed", str(seed)])
+        summary = mine["summary"]
+        row = {"seed": seed, "ours_wall_s": round(wall, 1), "ours_env_steps": summary["env_steps"],
+               "ours_reached_bar_at": mine["reached_at"], "ours_eval_team": summary["eval_return_mean"],
+               "ours_eval_per_agent": summary["eval_return_per_agent"], "ours_evals": mine["evals"],
+               "benchmarl_wall_s": round(theirs_wall, 1), "benchmarl_frames": theirs["frames"],
+               "benchmarl_eval_per_agent": theirs["eval_return_per_agent_last"],
+               "benchmarl_train_per_agent_last": theirs["train_return_per_agent_last"],
+               "ratio_benchmarl_over_ours": round(theirs_wall / wall, 2)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return {"commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime()), "bar_team": args.bar,
+            "rows": rows,
+            "summary": {"ours_median_wall_s": statistics.median(r["ours_wall_s"] for r in rows),
+                        "benchmarl_median_wall_s": statistics.median(r["benchmarl_wall_s"] for r in rows),
+                        "seeds_reaching_bar": sum(r["ours_reached_bar_at"] is not None for r in rows),
+                        "median_ratio": statistics.median(r["ratio_benchmarl_over_ours"] for r in rows)}}
+
+
+def curve(args: argparse.Namespace) -> dict:
+    out = {}
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Path(tmp) / "run"
+            cmd = [sys.executable, str(ROOT / "main.py"), "--config", "simple-spread", "--seed", str(seed),
+                   "--total-timesteps", str(args.steps), "--run-dir", str(run), "--set", "run.eval_every=25",
+                   "--set", "run.eval_episodes=100"]
+            for item in args.set:
+                cmd += ["--set", item]
+            wall, summary = timed(cmd)
+            import csv
+
+            with open(run / "metrics.csv") as f:
+                rows = [(int(r["env_steps"]), float(r["episodic_return"]) if r["episodic_return"] else None,
+                         float(r["eval_return"]) if r["eval_return"] else None) for r in csv.DictReader(f)]
+        out = {"commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime()), "seed": seed, "sets": args.set,
+               "wall_s": round(wall, 1), "summary": summary,
+               "evals": [(s, e) for s, _, e in rows if e is not None],
+               "train": [(s, t) for s, t, _ in rows if t is not None]}
+        (RESULTS / f"multiagent_curve_s{seed}.json").write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def profile(args: argparse.Namespace) -> dict:
+    import torch
+
+    import shell
+
+    torch.set_num_threads(1)
+    profiler = cProfile.Profile()
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        profiler.enable()
+        shell.train("simple-spread", total_timesteps=args.steps, run_dir=Path(tmp) / "run", progress=False,
+                    overrides={"run.eval_episodes": 100})
+        profiler.disable()
+        total = time.perf_counter() - start
+    stats = pstats.Stats(profiler)
+
+    def cumulative(fragment: str, name: str) -> float:
+        return sum(v[3] for k, v in stats.stats.items() if fragment in k[0] and k[2] == name)
+
+    parts = {
+        "total": total,
+        "env_own_step (mpe2 ParallelEnv.step)": cumulative("mpe2", "step") or cumulative("pettingzoo", "step"),
+        "env_layer_step (ParallelVecEnv.step_groups)": cumulative("shell/envs/pettingzoo.py", "step_groups"),
+        "rollout (Collector.steps, incl. env)": cumulative("shell/rollout.py", "collect"),
+        "update (PPO.update)": cumulative("shell/ppo.py", "update"),
+        "evaluation": cumulative("shell/evaluation.py", "evaluate"),
+    }
+    return {"commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime()), "env_steps": args.steps,
+            "seconds": {k: round(v, 2) for k, v in parts.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bench", choices=("race", "curve", "profile"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--bar", type=float, default=-45.0)
+    parser.add_argument("--max-steps", type=int, default=500_000)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--frames", type=int, default=120_000)
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE overrides of our config")
+    parser.add_argument("--benchmarl-python", default=str(ROOT / ".benchmarl-venv" / "bin" / "python"))
+    args = parser.parse_args()
+    if args.bench == "race":
+        out = race(args)
+        (RESULTS / "multiagent_race.json").write_text(json.dumps(out, indent=1) + "\n")
+    elif args.bench == "curve":
+        args.seeds = args.seeds[:1] if args.seeds == [0, 1, 2] else args.seeds
+        out = curve(args)
+    else:
+        args.steps = 48_000 if args.steps == 1_000_000 else args.steps
+        out = profile(args)
+        (RESULTS / "multiagent_profile.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out.get("summary", out.get("seconds", {}))))
+
+
+if __name__ == "__main__":
+    main()
