@@ -9,6 +9,9 @@
     python bench/multiagent_vs_benchmarl.py curve [--seeds 0] [--steps 1000000] [--set KEY=VALUE ...]
         One long run with a 100-episode evaluation every 25 updates; writes
         bench/results/multiagent_curve_s<seed>.json (env steps, training and evaluation returns).
+    python bench/multiagent_vs_benchmarl.py plot [--seeds 0]
+        Draws bench/results/multiagent_curve_s<seed>.json (and the race's BenchMARL points) as
+        bench/results/multiagent_curve_s<seed>.png, with the return bar and reference policies.
     python bench/multiagent_vs_benchmarl.py profile [--steps 48000]
         Where the time of our run goes (cProfile of shell.train): the env's own step, our env layer, the
         policy in the rollout, the update, the evaluation.
@@ -47,8 +50,8 @@ def record(row):
 result = shell.train("simple-spread", seed=seed, total_timesteps=max_steps, run_dir=run_dir, progress=False,
                      overrides={"run.eval_every": every, "run.eval_episodes": 100, **sets},
                      callbacks=[record, shell.StopOnReward(bar)])
-evals = [(r["env_steps"], r["eval_return"]) for r in rows if r["eval_return"] != ""]
-reached = next((s for s, e in evals if e >= bar), None)
+evals = [(r["env_steps"], r["seconds"], r["eval_return"]) for r in rows if r["eval_return"] != ""]
+reached = next((s for s, _, e in evals if e >= bar), None)
 print(json.dumps({"summary": result.summary, "evals": evals, "reached_at": reached}))
 """
 
@@ -92,13 +95,20 @@ def race(args: argparse.Namespace) -> dict:
         theirs_wall, theirs = timed([args.benchmarl_python, str(ROOT / "bench" / "benchmarl_spread.py"),
                                      "--frames", str(args.frames), "--seed", str(seed)])
         summary = mine["summary"]
+        # ours at BenchMARL's own final evaluation return (per agent, x3 for the team): the first of our
+        # evaluations at or above it, with its training seconds (evaluation time excluded) and env steps
+        level = 3 * theirs["eval_return_per_agent_last"]
+        at_level = next(((s, sec) for s, sec, e in mine["evals"] if e >= level), None)
         row = {"seed": seed, "ours_wall_s": round(wall, 1), "ours_env_steps": summary["env_steps"],
                "ours_reached_bar_at": mine["reached_at"], "ours_eval_team": summary["eval_return_mean"],
                "ours_eval_per_agent": summary["eval_return_per_agent"], "ours_evals": mine["evals"],
                "benchmarl_wall_s": round(theirs_wall, 1), "benchmarl_frames": theirs["frames"],
                "benchmarl_eval_per_agent": theirs["eval_return_per_agent_last"],
                "benchmarl_train_per_agent_last": theirs["train_return_per_agent_last"],
-               "ratio_benchmarl_over_ours": round(theirs_wall / wall, 2)}
+               "ratio_benchmarl_over_ours": round(theirs_wall / wall, 2),
+               "benchmarl_final_level_team": round(level, 2),
+               "ours_at_that_level_env_steps": None if at_level is None else at_level[0],
+               "ours_at_that_level_train_s": None if at_level is None else at_level[1]}
         rows.append(row)
         print(json.dumps(row), flush=True)
     return {"commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime()), "bar_team": args.bar,
@@ -131,6 +141,40 @@ def curve(args: argparse.Namespace) -> dict:
                "train": [(s, t) for s, t, _ in rows if t is not None]}
         (RESULTS / f"multiagent_curve_s{seed}.json").write_text(json.dumps(out, indent=1) + "\n")
     return out
+
+
+# Team returns of reference policies on 100 seeded episodes (seeds 1000-1099), 2026-12-02: each agent pushing toward
+# a landmark every step (the bang-bang direction of the larger component of the relative position)
+REFERENCES = {"no-op": -74.6, "each to its nearest landmark": -55.4, "agent i to landmark i": -45.2}
+
+
+def plot(args: argparse.Namespace) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seed = args.seeds[0]
+    data = json.loads((RESULTS / f"multiagent_curve_s{seed}.json").read_text())
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(*zip(*data["train"], strict=True), color="tab:blue", alpha=0.35, lw=1, label="training episodes")
+    ax.plot(*zip(*data["evals"], strict=True), color="tab:blue", marker="o", ms=3, label="deterministic eval (100)")
+    race = RESULTS / "multiagent_race.json"
+    if race.exists():
+        rows = json.loads(race.read_text())["rows"]
+        ax.scatter([r["benchmarl_frames"] for r in rows], [3 * r["benchmarl_eval_per_agent"] for r in rows],
+                   color="tab:red", zorder=3, label="BenchMARL MAPPO, 120k frames (x3 agents)")
+    ax.axhline(-45, color="black", ls="--", lw=1, label="bar: -45 (-15 per agent)")
+    for (name, value), style in zip(REFERENCES.items(), (":", "-.", (0, (1, 3))), strict=True):
+        ax.axhline(value, color="gray", ls=style, lw=1, label=f"{name}: {value}")
+    ax.set_xlabel("env steps (joint)")
+    ax.set_ylabel("team return (sum over 3 agents)")
+    ax.set_title(f"simple_spread, configs/simple-spread.toml, seed {seed}")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    out = RESULTS / f"multiagent_curve_s{seed}.png"
+    fig.savefig(out, dpi=110)
+    return {"plot": str(out)}
 
 
 def profile(args: argparse.Namespace) -> dict:
@@ -166,7 +210,7 @@ def profile(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("bench", choices=("race", "curve", "profile"))
+    parser.add_argument("bench", choices=("race", "curve", "plot", "profile"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--bar", type=float, default=-45.0)
     parser.add_argument("--max-steps", type=int, default=500_000)
@@ -182,6 +226,8 @@ def main() -> None:
     elif args.bench == "curve":
         args.seeds = args.seeds[:1] if args.seeds == [0, 1, 2] else args.seeds
         out = curve(args)
+    elif args.bench == "plot":
+        out = plot(args)
     else:
         args.steps = 48_000 if args.steps == 1_000_000 else args.steps
         out = profile(args)
