@@ -21,13 +21,14 @@ class Relay(ParallelEnv):
     leaves. So agent i's return is ``(i + 1) * lifetimes[i]``, the team's the sum. A step given an
     action of an agent that has left raises (PettingZoo envs must not receive one), and so does an
     action outside the space. The observation is ``[t / 10, i / M, 1]``; ``state()`` is every agent's
-    ``[alive, t / 10]``. With ``mask = True`` each agent's info holds an action mask that forbids
-    action 0 at odd steps, and an illegal action raises.
+    ``[alive, t / 10]``. With ``mask = True`` (or ``"info"``) each agent's info holds an action mask that
+    forbids action 0 at odd steps, and an illegal action raises; with ``mask = "obs"`` the mask is the key
+    ``"action_mask"`` of a Dict observation beside ``"observation"`` (PettingZoo's classic games).
     """
 
     metadata: ClassVar[dict] = {"name": "relay_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
 
-    def __init__(self, num_agents: int = 3, lifetimes: tuple[int, ...] | None = None, mask: bool = False,
+    def __init__(self, num_agents: int = 3, lifetimes: tuple[int, ...] | None = None, mask: bool | str = False,
                  render_mode: str | None = None, discrete_obs: bool = False):
         self.discrete_obs = discrete_obs  # observe Discrete(10): the step count
         self.possible_agents = [f"runner_{i}" for i in range(num_agents)]
@@ -38,7 +39,10 @@ class Relay(ParallelEnv):
         self.t = 0
 
     def observation_space(self, agent: str) -> spaces.Space:
-        return spaces.Discrete(10) if self.discrete_obs else spaces.Box(-1.0, 10.0, (3,), np.float32)
+        own = spaces.Discrete(10) if self.discrete_obs else spaces.Box(-1.0, 10.0, (3,), np.float32)
+        if self.mask == "obs":
+            return spaces.Dict({"observation": own, "action_mask": spaces.Box(0, 1, (3,), np.int8)})
+        return own
 
     def action_space(self, agent: str) -> spaces.Discrete:
         return spaces.Discrete(3)
@@ -47,17 +51,24 @@ class Relay(ParallelEnv):
     def state_space(self) -> spaces.Box:
         return spaces.Box(-1.0, 10.0, (2 * len(self.possible_agents),), np.float32)
 
-    def _obs(self, agent: str) -> np.ndarray:
+    def _obs(self, agent: str) -> np.ndarray | dict:
+        if self.mask == "obs":
+            return {"observation": self._own(agent), "action_mask": self._legal()}
+        return self._own(agent)
+
+    def _legal(self) -> np.ndarray:
+        return np.array([self.t % 2 == 0, True, True], dtype=np.int8)
+
+    def _own(self, agent: str) -> np.ndarray:
         if self.discrete_obs:
             return np.int64(min(self.t, 9))
         i = self.possible_agents.index(agent)
         return np.array([self.t / 10, i / len(self.possible_agents), 1.0], dtype=np.float32)
 
     def _info(self) -> dict:
-        if not self.mask:
+        if self.mask not in (True, "info"):
             return {a: {} for a in self.agents}
-        legal = np.array([self.t % 2 == 0, True, True], dtype=np.int8)
-        return {a: {"action_mask": legal} for a in self.agents}
+        return {a: {"action_mask": self._legal()} for a in self.agents}
 
     def state(self) -> np.ndarray:
         return np.array([[a in self.agents, self.t / 10] for a in self.possible_agents], dtype=np.float32).ravel()

@@ -144,12 +144,20 @@ def test_each_critic_trains_and_the_actor_ignores_the_critic_input(tmp_path, cri
             assert not torch.equal(agent.value(obs), agent.value(changed))
 
 
-def test_masks_per_agent_never_send_an_illegal_action(tmp_path):
-    """Relay(mask=True) raises on an illegal action; info['action_mask'] per agent keeps every action legal."""
-    result = train(config=config(**{"env.kwargs": {"mask": True}, "run.total_timesteps": 96}),
+@pytest.mark.parametrize("where", ["info", "obs"])
+def test_masks_per_agent_never_send_an_illegal_action(tmp_path, where):
+    """Relay raises on an illegal action; each agent's mask (its info, or its Dict observation's key) keeps every
+    action legal in training, evaluation and load_policy; the obs key never reaches the encoder."""
+    result = train(config=config(**{"env.kwargs": {"mask": where}, "run.total_timesteps": 96}),
                    run_dir=tmp_path / "run", progress=False)
     assert result.summary["eval_return_mean"] == 28.0
-    assert result.policy.agent.action_mask_source == "info"
+    assert result.policy.agent.action_mask_source == where
+    if where == "obs":
+        assert set(result.policy.agent.observation_space.spaces) == {"observation"}
+        policy, env = load_policy(tmp_path / "run"), Relay(mask="obs")
+        obs, _ = env.reset()
+        while env.agents:  # the env raises on an illegal action
+            obs, *_ = env.step(policy({a: obs[a] for a in env.agents}))
 
 
 def test_load_policy_maps_an_agent_dict_to_an_action_dict(tmp_path):
