@@ -1,7 +1,8 @@
 """Several agents: configs/simple-spread.toml against BenchMARL's MAPPO, side by side, and our learning curve.
 
     python bench/multiagent_vs_benchmarl.py race [--seeds 0 1 2] [--benchmarl-python .benchmarl-venv/bin/python]
-        Alternating seed by seed (one torch thread on both sides), whole processes: ours trains
+        Alternating seed by seed (one torch thread on both sides), whole processes: ours (with --also-sync
+        a second time with env.vectorization_mode = "sync", one core) trains
         configs/simple-spread.toml with a deterministic 100-episode evaluation every `--eval-every` updates
         and stops at the return bar (`--bar`, the team return summed over the three agents; -45 = -15 per
         agent) or at `--max-steps` joint env steps; BenchMARL runs bench/benchmarl_spread.py (its MAPPO
@@ -92,6 +93,10 @@ def race(args: argparse.Namespace) -> dict:
     rows = []
     for seed in args.seeds:
         wall, mine = ours(seed, args.bar, args.max_steps, args.eval_every, parse_sets(args.set))
+        one_core = None
+        if args.also_sync:  # the same run with the copies stepped in turn in one process (one core)
+            one_core, _ = ours(seed, args.bar, args.max_steps, args.eval_every,
+                               {**parse_sets(args.set), "env.vectorization_mode": "sync"})
         theirs_wall, theirs = timed([args.benchmarl_python, str(ROOT / "bench" / "benchmarl_spread.py"),
                                      "--frames", str(args.frames), "--seed", str(seed)])
         summary = mine["summary"]
@@ -106,6 +111,7 @@ def race(args: argparse.Namespace) -> dict:
                "benchmarl_eval_per_agent": theirs["eval_return_per_agent_last"],
                "benchmarl_train_per_agent_last": theirs["train_return_per_agent_last"],
                "ratio_benchmarl_over_ours": round(theirs_wall / wall, 2),
+               "ours_sync_wall_s": None if one_core is None else round(one_core, 1),
                "benchmarl_final_level_team": round(level, 2),
                "ours_at_that_level_env_steps": None if at_level is None else at_level[0],
                "ours_at_that_level_train_s": None if at_level is None else at_level[1]}
@@ -218,6 +224,7 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=120_000)
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE overrides of our config")
+    parser.add_argument("--also-sync", action="store_true", help="race: time ours with vectorization_mode sync too")
     parser.add_argument("--benchmarl-python", default=str(ROOT / ".benchmarl-venv" / "bin" / "python"))
     args = parser.parse_args()
     if args.bench == "race":

@@ -139,7 +139,9 @@ class EnvConfig:
 
     id: str = _field("Pendulum-v1", "Gymnasium id, including 'my_module:MyEnv-v0' for your own env.")
     num_envs: int = _field(16, "Parallel envs per process.", _range(1))
-    vectorization_mode: str = _field("sync", "Gymnasium vector env: 'sync' or 'async'.", _one_of("sync", "async"))
+    vectorization_mode: str = _field("sync", "'sync' (sub-envs stepped in turn) or 'async' (in worker processes: "
+                                     "gymnasium's AsyncVectorEnv; pettingzoo: the copies over every CPU).",
+                                     _one_of("sync", "async"))
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs), 'torch' (batched tensor envs), 'ale' (ale-py's "
                           "C++ AtariVectorEnv running the Atari chain; needs env.atari), 'envpool' (EnvPool's "
                           "C++ thread pool; the envpool extra) or 'pettingzoo' (a Parallel-API multi-agent env: "

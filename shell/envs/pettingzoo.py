@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -151,6 +152,172 @@ def _max_cycles(env: Any) -> int | None:
     return None
 
 
+# ----------------------------------------------------------------------------- stepping the copies
+def _step_copy(env: Any, joint: dict, with_state: bool) -> tuple:
+    obs, rewards, terms, truncs, infos = env.step(joint)
+    return obs, rewards, terms, truncs, infos, list(env.agents), _state(env) if with_state else None
+
+
+def _reset_one(env: Any, seed: int | None, with_state: bool) -> tuple:
+    obs, infos = env.reset(seed=seed)
+    return obs, infos, list(env.agents), _state(env) if with_state else None
+
+
+def _state(env: Any) -> np.ndarray:
+    return np.asarray(env.state(), dtype=np.float32).reshape(-1)
+
+
+class SyncCopies:
+    """The N copies stepped one after another in this process (``env.vectorization_mode = "sync"``)."""
+
+    def __init__(self, envs: list[Any], with_state: bool):
+        self.envs, self.with_state = envs, with_state
+
+    def step(self, joints: list[dict]) -> list[tuple]:
+        """Each copy's ``(obs, rewards, terms, truncs, infos, agents after, state)`` for its joint action."""
+        return [_step_copy(env, joint, self.with_state) for env, joint in zip(self.envs, joints, strict=True)]
+
+    def reset(self, seeds: dict[int, int | None]) -> dict[int, tuple]:
+        """Reset the copies named: ``{i: (obs, infos, agents, state)}``."""
+        return {i: _reset_one(self.envs[i], seed, self.with_state) for i, seed in seeds.items()}
+
+    def render(self) -> Any:
+        return self.envs[0].render()
+
+    def close(self) -> None:
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+
+
+def _worker(pipe: Any, factory: Callable[..., Any], count: int, render_mode: str | None, with_state: bool) -> None:
+    """A worker process of :class:`AsyncCopies`: makes ``count`` copies and answers step, reset, render, close.
+    SIGINT and SIGTERM are the main process's to answer (as gymnasium's async workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    envs: list[Any] = []
+    try:
+        envs = [factory(render_mode=render_mode) if render_mode else factory() for _ in range(count)]
+        pipe.send(("ok", None))
+        while True:
+            command, data = pipe.recv()
+            if command == "step":
+                out = [_step_copy(env, joint, with_state) for env, joint in zip(envs, data, strict=True)]
+            elif command == "reset":
+                out = {i: _reset_one(envs[i], seed, with_state) for i, seed in data.items()}
+            elif command == "render":
+                out = envs[0].render()
+            else:
+                break
+            pipe.send(("ok", out))
+    except (EOFError, KeyboardInterrupt, BrokenPipeError):
+        pass
+    except Exception as exc:
+        try:
+            pipe.send(("error", f"{type(exc).__name__}: {first_line(exc)}"))
+        except Exception:
+            pass
+    finally:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+        pipe.close()
+
+
+class AsyncCopies:
+    """The N copies split over this process and worker processes, one share per CPU, stepped at the same time
+    (``env.vectorization_mode = "async"``): the workers step their shares while this process steps its own.
+    Workers are forked where the platform allows (a factory need not pickle) and end with this process (their
+    pipe closes). Results are those of the copies stepped in turn: each copy has its own generator.
+
+    Raises:
+        ConfigError: a worker could not make its copies (one line).
+    """
+
+    def __init__(self, factory: Callable[..., Any], copies: int, render_mode: str | None, with_state: bool,
+                 name: str, shares: int | None = None):
+        import multiprocessing as mp
+
+        context = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        shares = max(1, min(copies, shares or os.cpu_count() or 1))
+        sizes = [copies // shares + (w < copies % shares) for w in range(shares)]
+        starts = [sum(sizes[:w]) for w in range(shares)]
+        self.name = name
+        self.local = SyncCopies([], with_state)  # share 0: stepped here
+        self.local_part = range(0, sizes[0])
+        self.slices = [range(starts[w], starts[w] + sizes[w]) for w in range(1, shares)]
+        self.pipes, self.processes = [], []
+        for size in sizes[1:]:
+            parent, child = context.Pipe()
+            process = context.Process(target=_worker, args=(child, factory, size, render_mode, with_state),
+                                      daemon=True)
+            process.start()
+            child.close()
+            self.pipes.append(parent)
+            self.processes.append(process)
+        try:
+            for _ in range(sizes[0]):
+                try:
+                    self.local.envs.append(factory(render_mode=render_mode) if render_mode else factory())
+                except Exception as exc:
+                    raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {first_line(exc)}") from None
+            for pipe in self.pipes:
+                self._receive(pipe, ConfigError, f"cannot make env {name!r} in a worker")
+        except ConfigError:
+            self.close()
+            raise
+
+    def _receive(self, pipe: Any, error: type, what: str) -> Any:
+        try:
+            status, out = pipe.recv()
+        except (EOFError, OSError):
+            raise error(f"{what}: a worker process ended") from None
+        if status != "ok":
+            raise error(f"{what}: {out}")
+        return out
+
+    def step(self, joints: list[dict]) -> list[tuple]:
+        for pipe, part in zip(self.pipes, self.slices, strict=True):
+            pipe.send(("step", [joints[i] for i in part]))
+        out = self.local.step([joints[i] for i in self.local_part])
+        for pipe in self.pipes:
+            out += self._receive(pipe, TrainingError, f"env {self.name} raised")
+        return out
+
+    def reset(self, seeds: dict[int, int | None]) -> dict[int, tuple]:
+        asked = []
+        for pipe, part in zip(self.pipes, self.slices, strict=True):
+            mine = {i - part.start: seed for i, seed in seeds.items() if i in part}
+            if mine:
+                pipe.send(("reset", mine))
+                asked.append((pipe, part))
+        out = self.local.reset({i: seed for i, seed in seeds.items() if i in self.local_part})
+        for pipe, part in asked:
+            got = self._receive(pipe, TrainingError, f"env {self.name} raised on reset")
+            out.update({part.start + i: value for i, value in got.items()})
+        return out
+
+    def render(self) -> Any:
+        return self.local.render()
+
+    def close(self) -> None:
+        self.local.close()
+        for pipe in self.pipes:
+            try:
+                pipe.send(("close", None))
+                pipe.close()
+            except Exception:
+                pass
+        for process in self.processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
+
+
 # ----------------------------------------------------------------------------- the vector env
 class GroupRows:
     """One group's agents in the N copies as ``N * M`` rows: what that group's policy, storage and collector see.
@@ -164,7 +331,7 @@ class GroupRows:
 
     def __init__(self, parent: ParallelVecEnv, group: str, agents: list[str], cfg: EnvConfig, policy: PolicyConfig):
         self.parent, self.group, self.agents = parent, group, list(agents)
-        first = parent.envs[0]
+        first = parent.probe
         M, N = len(self.agents), parent.copies
         self.rows_per_env, self.copies, self.num_envs = M, N, N * M
         self.device = parent.device
@@ -415,14 +582,15 @@ class ParallelVecEnv:
             ``critic = "state"`` on an env without ``state()``, or a mask convention that finds no mask.
     """
 
-    def __init__(self, envs: list[Any], cfg: EnvConfig, device: torch.device, policy: PolicyConfig | None = None,
-                 name: str = "env"):
-        self.envs, self.name, self.device = envs, name, device
-        self.copies = len(envs)
+    def __init__(self, probe: Any, make_copies: Callable[[bool], Any], copies: int, cfg: EnvConfig,
+                 device: torch.device, policy: PolicyConfig | None = None, name: str = "env"):
+        self.probe, self.name, self.device = probe, name, device
+        self.copies = copies
         self.steps = 0
+        self.copy_envs: Any = None  # SyncCopies or AsyncCopies, made once the config is checked
         policy = policy or PolicyConfig()
-        first = envs[0]
-        self.states: list[np.ndarray] = []
+        first = probe
+        self.states: list[np.ndarray | None] = [None] * copies
         self.state_size = 0
         try:
             _check_parallel(first, name)
@@ -442,6 +610,7 @@ class ParallelVecEnv:
                     raise ConfigError(f"policy.critic = 'state' needs an env with state(); env {name!r} does not "
                                       "implement it (use 'concat' or 'local')") from None
             self.groups = {g: GroupRows(self, g, members, cfg, policy) for g, members in groups.items()}
+            self.copy_envs = make_copies(self._state)
         except masks.MaskError as exc:
             self.close()
             raise ConfigError(f"env {name!r}: {exc}") from None
@@ -477,30 +646,22 @@ class ParallelVecEnv:
             TrainingError: an env raised on reset.
             ConfigError: the first reset finds no mask where one is asked, or a mask of the wrong shape.
         """
-        for i in range(self.copies):
-            self._reset_copy(i, None if seed is None else seed + i)
+        self._reset({i: None if seed is None else seed + i for i in range(self.copies)}, at_reset=True)
         out = {g: rows.reset_observation() for g, rows in self.groups.items()}
         return out if len(out) > 1 else next(iter(out.values()))
 
-    def _reset_copy(self, i: int, seed: int | None) -> None:
-        env = self.envs[i]
+    def _reset(self, seeds: dict[int, int | None], at_reset: bool = False) -> None:
         try:
-            obs, infos = env.reset(seed=seed)
+            outs = self.copy_envs.reset(seeds)
+        except TrainingError:
+            raise
         except Exception as exc:
             raise TrainingError(f"env {self.name} raised {type(exc).__name__} on reset: {first_line(exc)}") from exc
-        self._length[i] = 0
-        self._read_state(i)
-        present = set(env.agents)
-        for rows in self.groups.values():
-            rows.copy_reset(i, obs, infos, present)
-
-    def _read_state(self, i: int) -> None:
-        if self._state:
-            state = np.asarray(self.envs[i].state(), dtype=np.float32).reshape(-1)
-            if len(self.states) <= i:
-                self.states.append(state)
-            else:
-                self.states[i] = state
+        for i, (obs, infos, agents, state) in outs.items():
+            self._length[i] = 0
+            self.states[i] = state
+            for rows in self.groups.values():
+                rows.copy_reset(i, obs, infos, set(agents))
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Step every copy with the one group's actions (see :meth:`step_groups`)."""
@@ -509,7 +670,7 @@ class ParallelVecEnv:
 
     def step_groups(self, actions: dict[str, torch.Tensor]) -> dict[str, StepResult]:
         """One joint step of every copy: each group's ``[N*M_g]`` actions (those of rows that are not valid are
-        never sent) -> each group's :class:`StepResult`.
+        never sent) -> each group's :class:`StepResult`. A copy whose last agent is done resets (SAME_STEP).
 
         Raises:
             TrainingError: an env raised.
@@ -517,51 +678,63 @@ class ParallelVecEnv:
         for g, rows in self.groups.items():
             rows.begin_step(actions[g])
         self.steps += 1
-        for i, env in enumerate(self.envs):
+        joints = []
+        for i in range(self.copies):
             joint: dict[str, Any] = {}
             for rows in self.groups.values():
                 joint.update(rows.copy_actions(i))
-            try:
-                obs, rewards, terms, truncs, infos = env.step(joint)
-            except Exception as exc:
-                raise TrainingError(f"env {self.name} raised {type(exc).__name__}: {first_line(exc)}") from exc
+            joints.append(joint)
+        try:
+            results = self.copy_envs.step(joints)
+        except TrainingError:
+            raise
+        except Exception as exc:
+            raise TrainingError(f"env {self.name} raised {type(exc).__name__}: {first_line(exc)}") from exc
+        ended: dict[int, int | None] = {}
+        for i, (obs, rewards, terms, truncs, infos, agents, state) in enumerate(results):
             self._length[i] += 1
-            if self._cap is not None and self._length[i] >= self._cap:  # env.max_episode_steps: truncate everyone
-                truncs = {**truncs, **dict.fromkeys(env.agents, True)}
+            if self._cap is not None and self._length[i] >= self._cap and agents:
+                # env.max_episode_steps: truncate every agent still there
+                truncs = {**truncs, **dict.fromkeys(agents, True)}
                 present: set[str] = set()
             else:
-                present = set(env.agents)
+                present = set(agents)
             for rows in self.groups.values():
                 rows.copy_step(i, obs, rewards, terms, truncs, present)
             if not present:  # the copy's episode is over: SAME_STEP reset
                 for rows in self.groups.values():
                     rows.copy_ended(i, int(self._length[i]))
-                self._reset_copy(i, None)
+                ended[i] = None
             else:
-                self._read_state(i)
+                self.states[i] = state
                 for rows in self.groups.values():
                     rows.read_masks(i, obs, infos, at_reset=False)
+        if ended:
+            self._reset(ended)
         return {g: rows.end_step() for g, rows in self.groups.items()}
 
     def render(self) -> Any:
         """Copy 0's frame (``render_mode = "rgb_array"``)."""
-        return self.envs[0].render()
+        return self.copy_envs.render()
 
     def close(self) -> None:
-        """Close every copy; never raises."""
-        for env in self.envs:
+        """Close every copy (and the one that answers for the spaces); never raises."""
+        in_copies = isinstance(self.copy_envs, SyncCopies) and any(e is self.probe for e in self.copy_envs.envs)
+        for closing in (self.copy_envs, None if in_copies else self.probe):
             try:
-                env.close()
+                if closing is not None:
+                    closing.close()
             except Exception:
                 pass
 
 
 # ----------------------------------------------------------------------------- the backend's functions
 def check_config(cfg: EnvConfig) -> None:
-    """PettingZoo envs are not gymnasium envs: no wrappers, no Atari chain, no async vectorisation.
+    """PettingZoo envs are not gymnasium envs: no wrappers, no Atari chain, no key filter.
+    (``env.vectorization_mode = "async"`` steps the copies in worker processes, :class:`AsyncCopies`.)
 
     Raises:
-        ConfigError: ``env.wrappers``, ``env.atari``, ``env.obs_keys`` or ``vectorization_mode = "async"``.
+        ConfigError: ``env.wrappers``, ``env.atari`` or ``env.obs_keys``.
     """
     if cfg.wrappers:
         raise ConfigError("env.wrappers need env.backend = 'gymnasium', not 'pettingzoo'")
@@ -569,9 +742,6 @@ def check_config(cfg: EnvConfig) -> None:
         raise ConfigError("env.atari and env.terminal_on_life_loss need a gymnasium backend, not 'pettingzoo'")
     if cfg.obs_keys is not None:
         raise ConfigError("env.obs_keys is for gymnasium Dict observations; env.backend = 'pettingzoo' takes none")
-    if cfg.vectorization_mode != "sync":
-        raise ConfigError("env.backend = 'pettingzoo' steps its copies in this process: "
-                          "env.vectorization_mode must be 'sync'")
 
 
 def eval_config(cfg: EnvConfig) -> EnvConfig:
@@ -581,25 +751,35 @@ def eval_config(cfg: EnvConfig) -> EnvConfig:
 
 def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: torch.device,
            render_mode: str | None, policy: PolicyConfig | None, name: str) -> ParallelVecEnv:
+    """The copies of ``factory()`` behind a :class:`ParallelVecEnv`: in this process (``sync``), or in worker
+    processes (``async``), where one more copy in this process answers for the spaces.
+
+    Raises:
+        ConfigError: the factory raised or made something that is not a Parallel-API env (one line).
+    """
     copies = max(1, num_envs)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # MPE's pygame renders headless
-    envs = []
+    in_workers = cfg.vectorization_mode == "async" and copies > 1
+    envs: list[Any] = []
     try:
-        for _ in range(copies):
-            env = factory(render_mode=render_mode) if render_mode else factory()
-            envs.append(env)
+        for _ in range(1 if in_workers else copies):
+            envs.append(factory(render_mode=render_mode) if render_mode else factory())
             if len(envs) == 1:
-                _check_parallel(env, name)
+                _check_parallel(envs[0], name)
     except ConfigError:
-        for env in envs:
-            env.close()
+        SyncCopies(envs, False).close()
         raise
     except Exception as exc:
-        for env in envs:
-            env.close()
+        SyncCopies(envs, False).close()
         context = f" (env.kwargs = {dict(cfg.kwargs)!r})" if cfg.kwargs else ""
         raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {first_line(exc)}{context}") from None
-    return ParallelVecEnv(envs, cfg, device, policy, name)
+    if in_workers:
+        def make_copies(with_state: bool) -> AsyncCopies:
+            return AsyncCopies(factory, copies, render_mode, with_state, name)
+
+        return ParallelVecEnv(envs[0], make_copies, copies, cfg, device, policy, name)
+    return ParallelVecEnv(envs[0], lambda with_state: SyncCopies(envs, with_state), copies, cfg, device, policy,
+                          name)
 
 
 def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,

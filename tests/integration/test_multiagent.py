@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 
 import numpy as np
@@ -304,3 +305,40 @@ def test_a_misspelt_module_is_named_not_the_extra(tmp_path):
     with pytest.raises(ConfigError, match=re.escape("cannot import 'mpe2.simple_spred_v3'")) as info:
         train(config=config(**{"env.id": "mpe2.simple_spred_v3"}), run_dir=tmp_path / "run", progress=False)
     assert "pip install" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["relay", "mixed"])
+def test_async_copies_give_the_sync_results_bit_for_bit(tmp_path, kind):
+    """env.vectorization_mode = "async" steps the copies in worker processes and this one at once: the same
+    metrics and parameters as "sync" (each copy has its own generator), with the state critic's states too."""
+    overrides = {"env.kwargs": {"kind": kind}, "env.num_envs": 5, "policy.critic": "state",
+                 "run.total_timesteps": 120}
+    sync = train(config=config(**overrides), run_dir=tmp_path / "sync", progress=False)
+    both = train(config=config(**overrides, **{"env.vectorization_mode": "async"}), run_dir=tmp_path / "async",
+                 progress=False)
+    columns = ("update", "env_steps", "policy_loss", "value_loss", "entropy", "episodic_return")
+    rows = []
+    for run in ("sync", "async"):
+        with open(tmp_path / run / "metrics.csv") as f:
+            rows.append([[r[c] for c in columns] for r in csv.DictReader(f)])
+    assert rows[0] == rows[1] and len(rows[0]) == 2
+    for a, b in zip(sync.policy.agent.state_dict().values() if kind == "relay" else
+                    [p for agent in sync.policy.agent.values() for p in agent.state_dict().values()],
+                    both.policy.agent.state_dict().values() if kind == "relay" else
+                    [p for agent in both.policy.agent.values() for p in agent.state_dict().values()], strict=True):
+        assert torch.equal(a, b)
+    assert sync.summary["eval_return_mean"] == both.summary["eval_return_mean"]
+
+
+def test_a_factory_that_raises_in_a_worker_is_one_line(tmp_path):
+    here = os.getpid()
+
+    def factory():
+        if os.getpid() != here:  # this process's copies work; a worker's fail
+            raise RuntimeError("no licence on this host")
+        return Relay()
+
+    with pytest.raises(ConfigError, match="no licence on this host") as info:
+        train(config=config(**{"env.vectorization_mode": "async", "env.num_envs": 4}), env=factory,
+              run_dir=tmp_path / "run", progress=False)
+    assert "\n" not in str(info.value)
