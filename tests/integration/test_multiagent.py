@@ -342,3 +342,20 @@ def test_a_factory_that_raises_in_a_worker_is_one_line(tmp_path):
         train(config=config(**{"env.vectorization_mode": "async", "env.num_envs": 4}), env=factory,
               run_dir=tmp_path / "run", progress=False)
     assert "\n" not in str(info.value)
+
+
+def test_tune_runs_trials_of_a_two_group_run(tmp_path):
+    """ppo-core tune on a multi-agent config: each trial trains both groups and is scored by the team return."""
+    space = tmp_path / "space.toml"
+    space.write_text('[tune.space]\nppo.learning_rate = { log_uniform = [1e-4, 3e-3] }\n')
+    args = ["tune", "--config", "cartpole", "--space", str(space), "--trials", "2", "--jobs", "1", "--seeds", "0",
+            "--total-timesteps", "48", "--study-dir", str(tmp_path / "study")]
+    for key, value in BASE.items():
+        if key != "run.total_timesteps":
+            args += ["--set", f"{key}={json.dumps(value)}"]
+    args += ["--set", 'env.kwargs={ kind = "mixed" }']
+    proc = run_main(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = last_json(proc.stdout)
+    assert result["complete"] == 2
+    assert result["best_value"] == 60.0  # the exact team return of both groups
