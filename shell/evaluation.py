@@ -139,9 +139,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                 if stop is not None:
                     stop.check()
                 mask = env.action_mask  # [N, A] bool where the env gives masks: a masked action is never chosen
-                if mask is None and getattr(agent, "action_mask_source", None) is not None:
-                    raise ConfigError(f"the policy was trained with action masks (env.action_mask = "
-                                      f"{agent.action_mask_source!r}) but the evaluation env {env_cfg.id!r} gives none")
+                _require_mask(agent, mask, env_cfg.id)
                 action, state = agent.act_step(obs, state, start, deterministic=True, action_mask=mask)
                 step = env.step(action)
                 if on_step is not None:
@@ -165,6 +163,17 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     finally:
         env.close()
     return EvalResult(returns, truncated, cap)
+
+
+def _require_mask(agent: torch.nn.Module, mask: torch.Tensor | None, env_id: str) -> None:
+    """A policy trained with action masks acts only with them.
+
+    Raises:
+        ConfigError: the evaluation env gives no mask to such a policy.
+    """
+    if mask is None and getattr(agent, "action_mask_source", None) is not None:
+        raise ConfigError(f"the policy was trained with action masks (env.action_mask = "
+                          f"{agent.action_mask_source!r}) but the evaluation env {env_id!r} gives none")
 
 
 def _evaluate_agents(agent: torch.nn.Module, env: Any, episodes: int, seed: int, device: torch.device, cap: int,
@@ -202,9 +211,7 @@ def _evaluate_agents(agent: torch.nn.Module, env: Any, episodes: int, seed: int,
                 actions = {}
                 for g, rows in groups.items():
                     mask = rows.action_mask
-                    if mask is None and getattr(policies[g], "action_mask_source", None) is not None:
-                        raise ConfigError(f"the policy was trained with action masks (env.action_mask = "
-                                          f"{policies[g].action_mask_source!r}) but the evaluation env gives none")
+                    _require_mask(policies[g], mask, env.name)
                     actions[g], states[g] = policies[g].act_step(obs[g], states[g], starts[g], deterministic=True,
                                                                  action_mask=mask)
                 results = env.step_groups(actions)

@@ -32,7 +32,7 @@ from shell.devices import resolve_device
 from shell.envs import make_env
 from shell.envs.masks import MASK_KEY, MaskError, check_mask, component_sizes, first_without_legal_action, mask_size
 from shell.errors import ConfigError
-from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, obs_layout, to_tensor
+from shell.observations import ACTOR_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
 from shell.policies import ActorCritic, AgentGroups
 
 __all__ = ["SOURCE_NAMES", "Policy", "agent_for_spaces", "build_agent", "checkpoint_spaces", "load_agent",
@@ -356,21 +356,18 @@ class AgentsPolicy:
     def masked(self) -> bool:
         return any(p.masked for p in self.policies.values())
 
-    def _row(self, group: str, agent: str, obs: Any) -> Any:
+    def _view(self, group: str, names: list[str], rows: list[Any]) -> Any:
+        """The agents ``names`` of ``group`` with their own observations ``rows``, laid out as in training
+        (:func:`shell.observations.agent_view`; a centralised critic's input as zeros)."""
         members = self.groups[group]
-        one_hot = np.eye(len(members), dtype=np.float32)[members.index(agent)]
-        if isinstance(obs, dict):
-            row = {k: np.asarray(v) for k, v in obs.items()}
-            if self.agent_id:
-                row[AGENT_ID_KEY] = one_hot
-        else:
-            row = np.asarray(obs, dtype=np.float32).reshape(-1)
-            if self.agent_id:
-                row = np.concatenate([row, one_hot])
+        own = {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]} if isinstance(rows[0], dict) \
+            else np.stack([np.asarray(r) for r in rows])
+        ids = np.eye(len(members), dtype=np.float32)[[members.index(a) for a in names]] if self.agent_id else None
         space = self.policies[group].observation_space
+        critic = None
         if isinstance(space, spaces.Dict) and set(space.spaces) == {ACTOR_KEY, CRITIC_KEY}:
-            row = {ACTOR_KEY: row, CRITIC_KEY: np.zeros(space.spaces[CRITIC_KEY].shape, dtype=np.float32)}
-        return row
+            critic = np.zeros((len(names), *space.spaces[CRITIC_KEY].shape), dtype=np.float32)
+        return agent_view(own, ids, critic)
 
     @property
     def recurrent(self) -> bool:
@@ -411,9 +408,7 @@ class AgentsPolicy:
             # a recurrent policy acts on every agent of its group, so that each keeps its row (and state)
             acting = members if policy.recurrent else names
             template = obs[names[0]]
-            rows = [self._row(group, a, obs[a] if a in obs else _zeros_like(template)) for a in acting]
-            batch = {k: np.stack([r[k] for r in rows]) for k in rows[0]} if isinstance(rows[0], dict) \
-                else np.stack(rows)
+            batch = self._view(group, acting, [obs[a] if a in obs else _zeros_like(template) for a in acting])
             mask = None
             if action_mask is not None:
                 given = {a: np.asarray(action_mask[a]) for a in names}

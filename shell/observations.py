@@ -93,6 +93,24 @@ def split_actor_critic(layout: ObsLayout) -> tuple[ObsLayout, ObsLayout | None]:
     return layout, None
 
 
+def agent_view(own: Any, ids: np.ndarray | None, critic: np.ndarray | None) -> Any:
+    """Agents' own observations as a multi-agent policy sees them (shell/envs/pettingzoo.py, and
+    :class:`shell.inference.AgentsPolicy` for raw observations).
+
+    Args:
+        own: ``[B, ...]`` the agents' own observations, or a dict of such arrays.
+        ids: ``[B, M]`` float32 one-hot agent indices to append (``policy.agent_id``): a key
+            :data:`AGENT_ID_KEY` beside a dict's keys, else concatenated to ``[B, S + M]``; None: none.
+        critic: ``[B, C]`` a centralised critic's input; the result is then a dict of :data:`ACTOR_KEY`
+            (what the actor sees) and :data:`CRITIC_KEY`. None: a local critic.
+    """
+    view = own
+    if ids is not None:
+        view = {**own, AGENT_ID_KEY: ids} if isinstance(own, dict) else \
+            np.concatenate([np.asarray(own, dtype=np.float32), ids], axis=1)
+    return view if critic is None else {ACTOR_KEY: view, CRITIC_KEY: critic}
+
+
 def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLayout:
     """Check an observation space and lay out its parts.
 

@@ -52,7 +52,7 @@ from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
-from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, obs_layout, to_tensor
+from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
 
 MULTI_AGENT = True  # the registry passes the policy config (agent_id, critic) to make and from_factory
 CRITICS = ("local", "state", "concat")
@@ -322,10 +322,10 @@ class AsyncCopies:
 class GroupRows:
     """One group's agents in the N copies as ``N * M`` rows: what that group's policy, storage and collector see.
 
-    It has the env layer's interface (:class:`shell.envs.base.VecEnv`): ``num_envs`` (the rows),
-    ``observation_space`` / ``action_space`` (one agent's, as the policy sees it), ``valid [N*M]``,
-    ``action_mask``, ``max_episode_steps``, ``reset`` and ``step`` (these two only where the env has this
-    one group: several groups step together, :meth:`ParallelVecEnv.step_groups`). Also ``agents`` (the
+    It has what a :class:`shell.rollout.Collector` and the policy read of the env layer's interface:
+    ``num_envs`` (the rows), ``observation_space`` / ``action_space`` (one agent's, as the policy sees it),
+    ``valid [N*M]``, ``action_mask`` and ``max_episode_steps``; resets and steps are the copies', all groups
+    together (:meth:`ParallelVecEnv.reset`, :meth:`ParallelVecEnv.step_groups`). Also ``agents`` (the
     group's, in row order), ``rows_per_env = M`` and ``copies = N``.
     """
 
@@ -407,28 +407,14 @@ class GroupRows:
         """``[N*M, A]`` bool: the legal actions of the last returned observation (all true where not valid)."""
         return self._mask
 
-    def reset(self, seed: int | None = None) -> Any:
-        """Reset every copy (see :meth:`ParallelVecEnv.reset`); this group's observations."""
-        return self.parent.reset(seed)[self.group]
-
-    def step(self, action: torch.Tensor) -> StepResult:
-        """Step every copy with this group's actions (the env's only group)."""
-        return self.parent.step_groups({self.group: action})[self.group]
-
-    def close(self) -> None:
-        self.parent.close()
-
-    def render(self) -> Any:
-        return self.parent.render()
-
     # -- the parent's hooks, per copy i
-    def copy_reset(self, i: int, obs: dict, infos: dict, present: set[str]) -> None:
+    def copy_reset(self, i: int, obs: dict, infos: dict, present: set[str], at_reset: bool) -> None:
         self._return[i] = 0.0
         for j, agent in enumerate(self.agents):
             r = i * self.rows_per_env + j
             self._alive[r] = agent in present and agent in obs
             self._obs[r] = obs.get(agent)
-        self.read_masks(i, obs, infos, at_reset=True)
+        self.read_masks(i, obs, infos, at_reset)
 
     def copy_actions(self, i: int) -> dict[str, Any]:
         """The actions of copy i's living agents of this group (those of gone agents are never sent)."""
@@ -472,26 +458,17 @@ class GroupRows:
         """The rows' observations as the policy sees them (see the module doc), as tensors."""
         rows_obs = self._obs if rows_obs is None else rows_obs
         M, N = self.rows_per_env, self.copies
-        own = self._own_space
-        if isinstance(own, spaces.Dict):
-            batch: Any = {k: np.stack([self._own_part(o, k) for o in rows_obs]) for k in own.spaces}
-        elif isinstance(own, spaces.Box):
-            batch = np.stack([self._own_part(o, None) for o in rows_obs]).reshape(len(rows_obs), -1)
-        else:  # Discrete, MultiBinary: the layout's encoding (one-hot, flat) takes the stacked values
-            batch = np.stack([self._own_part(o, None) for o in rows_obs])
+        own_space = self._own_space
+        if isinstance(own_space, spaces.Dict):
+            own: Any = {k: np.stack([self._own_part(o, k) for o in rows_obs]) for k in own_space.spaces}
+        else:
+            own = np.stack([self._own_part(o, None) for o in rows_obs])
         ids = np.tile(np.eye(M, dtype=np.float32), (N, 1))
-        if self.agent_id:
-            if isinstance(batch, dict):
-                batch[AGENT_ID_KEY] = ids
-            else:
-                batch = np.concatenate([batch.astype(np.float32, copy=False), ids], axis=1)
+        critic = None
         if self.critic != "local":
-            if self.critic == "state":
-                shared = np.stack(self.parent.states)
-            else:
-                shared = np.stack([self._own_part(o, None) for o in rows_obs]).astype(np.float32).reshape(N, -1)
-            batch = {ACTOR_KEY: batch, CRITIC_KEY: np.concatenate([np.repeat(shared, M, axis=0), ids], axis=1)}
-        return to_tensor(batch, self.layout, self.device)
+            shared = np.stack(self.parent.states) if self.critic == "state" else own.reshape(N, -1)
+            critic = np.concatenate([np.repeat(shared.astype(np.float32, copy=False), M, axis=0), ids], axis=1)
+        return to_tensor(agent_view(own, ids if self.agent_id else None, critic), self.layout, self.device)
 
     def _own_part(self, obs: Any, key: str | None) -> np.ndarray:
         """One row's own observation (or its Dict part ``key``), zeros for a row whose agent is gone."""
@@ -541,9 +518,7 @@ class GroupRows:
 
     def end_step(self) -> StepResult:
         final_obs = self.observation(self._final_rows) if self._truncated.any() else None
-        obs = self.observation()
-        if self._mask_size is not None and self.mask_source is not None:
-            self._mask = torch.as_tensor(self._mask_rows.copy(), device=self.device)
+        obs = self.reset_observation()
         dev = self.device
         done, ret, steps = self._episode
         return StepResult(obs=obs, reward=torch.as_tensor(self._reward, device=dev),
@@ -555,6 +530,7 @@ class GroupRows:
                           episode_start=torch.as_tensor(self._start, device=dev))
 
     def reset_observation(self) -> Any:
+        """The rows' observations after a reset or a step, with their masks kept for :attr:`action_mask`."""
         obs = self.observation()
         if self._mask_size is not None and self.mask_source is not None:
             self._mask = torch.as_tensor(self._mask_rows.copy(), device=self.device)
@@ -650,18 +626,22 @@ class ParallelVecEnv:
         out = {g: rows.reset_observation() for g, rows in self.groups.items()}
         return out if len(out) > 1 else next(iter(out.values()))
 
-    def _reset(self, seeds: dict[int, int | None], at_reset: bool = False) -> None:
+    def _copies(self, call: Callable[[], Any], where: str) -> Any:
+        """A call into the copies; what an env raises ends training in one line (TrainingError)."""
         try:
-            outs = self.copy_envs.reset(seeds)
-        except TrainingError:
+            return call()
+        except TrainingError:  # a worker's error, already one line
             raise
         except Exception as exc:
-            raise TrainingError(f"env {self.name} raised {type(exc).__name__} on reset: {first_line(exc)}") from exc
+            raise TrainingError(f"env {self.name} raised {type(exc).__name__}{where}: {first_line(exc)}") from exc
+
+    def _reset(self, seeds: dict[int, int | None], at_reset: bool = False) -> None:
+        outs = self._copies(lambda: self.copy_envs.reset(seeds), " on reset")
         for i, (obs, infos, agents, state) in outs.items():
             self._length[i] = 0
             self.states[i] = state
             for rows in self.groups.values():
-                rows.copy_reset(i, obs, infos, set(agents))
+                rows.copy_reset(i, obs, infos, set(agents), at_reset)
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Step every copy with the one group's actions (see :meth:`step_groups`)."""
@@ -684,12 +664,7 @@ class ParallelVecEnv:
             for rows in self.groups.values():
                 joint.update(rows.copy_actions(i))
             joints.append(joint)
-        try:
-            results = self.copy_envs.step(joints)
-        except TrainingError:
-            raise
-        except Exception as exc:
-            raise TrainingError(f"env {self.name} raised {type(exc).__name__}: {first_line(exc)}") from exc
+        results = self._copies(lambda: self.copy_envs.step(joints), "")
         ended: dict[int, int | None] = {}
         for i, (obs, rewards, terms, truncs, infos, agents, state) in enumerate(results):
             self._length[i] += 1

@@ -276,6 +276,10 @@ def test_discrete_observations_and_a_time_limit_of_our_own(tmp_path):
         rows = list(csv.DictReader(f))
     assert {float(r["episodic_return"]) for r in rows} == {17.0}
     assert {float(r["episodic_length"]) for r in rows} == {3.0}
+    policy, env = load_policy(tmp_path / "run"), Relay(discrete_obs=True)
+    obs, _ = env.reset()
+    while env.agents:  # the env raises on an action that is not a scalar in its space
+        obs, *_ = env.step(policy({a: obs[a] for a in env.agents}))
 
 
 def test_recurrent_agents_policy_keeps_each_agents_state_until_reset(tmp_path):
