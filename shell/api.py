@@ -37,8 +37,8 @@ from shell.callbacks import CallbackContext
 from shell.checkpoint import latest_checkpoint
 from shell.config import Config, apply_overrides, config_from_saved, load_config
 from shell.distributed import Dist
-from shell.envs import backend as env_backend
 from shell.envs import check_config as check_env_config
+from shell.envs import factory_backend
 from shell.errors import ConfigError
 from shell.inference import Policy, read_checkpoint, require_env
 from shell.runner import Trainer, prepare_run_dir
@@ -123,7 +123,7 @@ def _with_source(config: Config, env: EnvSource | None) -> tuple[Config, Any, st
         return attrs.evolve(config, env=env_cfg), env, "vector_env"
     if callable(env):
         # a factory runs on the gymnasium backend, or for a multi-agent config on pettingzoo (a ParallelEnv factory)
-        kept = config.env.backend if getattr(env_backend(config.env.backend), "MULTI_AGENT", False) else "gymnasium"
+        kept = factory_backend(config.env.backend)
         return attrs.evolve(config, env=attrs.evolve(config.env, id=_source_name(env), backend=kept)), env, "factory"
     raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
                       f"not {type(env).__name__}")

@@ -14,8 +14,8 @@ handle for curricula (changing the envs as training goes).
   (``shell.resume(..., callbacks=[the same objects, in the same order])``): a level chosen from an
   evaluation cannot be recomputed from the step count. One with ``on_train_start(ctx)`` is called on every
   rank before the first rollout of a run and of each resume, to apply such restored state to the new envs.
-- Only gymnasium vector envs have sub-envs to set attributes on; the ale, envpool and torch-native
-  backends refuse in one line (:class:`shell.errors.ConfigError`).
+- Only gymnasium vector envs have sub-envs to set attributes on; the ale, envpool, torch-native and
+  pettingzoo backends refuse in one line (:class:`shell.errors.ConfigError`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import attrs
 import gymnasium as gym
 
 from shell.config import Config
+from shell.envs.base import LaneEnv
 from shell.errors import ConfigError
 
 
@@ -47,41 +48,33 @@ def takes_context(callback: Callable[..., Any]) -> bool:
 
 
 class TrainEnv:
-    """The training vector env of this process, for callbacks: ``call``, ``get_attr`` and ``set_attr``
-    on every sub-env (gymnasium's ``VectorEnv`` methods, which reach through the sub-envs' wrappers).
+    """The training env of this process, for callbacks: ``call``, ``get_attr`` and ``set_attr`` on every
+    sub-env, through the env contract (:class:`shell.envs.base.LaneEnv`; on gymnasium they reach through the
+    sub-envs' wrappers).
 
     Raises (each method):
-        ConfigError: the backend has no gymnasium sub-envs (ale, envpool, torch), in one line.
+        ConfigError: the backend has no gymnasium sub-envs (ale, envpool, torch, pettingzoo), in one line.
     """
 
-    def __init__(self, env: Any, backend: str):
+    def __init__(self, env: LaneEnv):
         self._env = env
-        self._backend = backend
 
     @property
     def num_envs(self) -> int:
         """Sub-envs in this process (``env.num_envs``)."""
-        return self._env.num_envs
-
-    def _vector(self, what: str) -> gym.vector.VectorEnv:
-        vector = getattr(self._env, "env", None)  # GymVecEnv's gymnasium vector env (under its statistics wrapper)
-        vector = getattr(vector, "unwrapped", vector)
-        if self._backend != "gymnasium" or not isinstance(vector, gym.vector.VectorEnv):
-            raise ConfigError(f"a callback's {what}: env.backend = {self._backend!r} has no gymnasium sub-envs to "
-                              "change; a curriculum needs env.backend = 'gymnasium'")
-        return vector
+        return self._env.copies
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every sub-env (or read attribute ``name``); one result per sub-env."""
-        return self._vector(f"call({name!r})").call(name, *args, **kwargs)
+        return self._env.call(name, *args, **kwargs)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Attribute ``name`` of every sub-env."""
-        return self._vector(f"get_attr({name!r})").get_attr(name)
+        return self._env.get_attr(name)
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set attribute ``name`` on every sub-env: one value for all, or a list of ``num_envs`` values."""
-        self._vector(f"set_attr({name!r})").set_attr(name, values)
+        self._env.set_attr(name, values)
 
 
 class EvalEnv:

@@ -204,17 +204,11 @@ def run(argv: list[str], stop: StopRequest) -> int:
         import torch
 
         torch.set_num_threads(1)
-        from shell.export import export_groups, export_policy, export_summary
-        from shell.inference import load_agent
-        from shell.policies import AgentGroups
+        from shell.export import export_lanes, export_summary
 
-        if isinstance(load_agent(args.target)[0], AgentGroups):  # a policy per group of agents: a file each
-            if args.out is not None:
-                raise ConfigError("--out names one file; a run with a policy per group of agents writes one per "
-                                  "group beside the checkpoint (ckpt_<steps>.<group>.<format>)")
-            result = {"exports": {g: export_summary(r) for g, r in export_groups(args.target, args.format).items()}}
-        else:
-            result = export_summary(export_policy(args.target, args.format, args.out))
+        exports = export_lanes(args.target, args.format, args.out)  # a file per lane: one, or one per group
+        result = export_summary(exports[None]) if list(exports) == [None] else \
+            {"exports": {g: export_summary(r) for g, r in exports.items()}}
     elif argv[:1] == ["plot"]:
         args = plot_parser().parse_args(argv[1:])
         from shell.plotting import plot_runs

@@ -65,7 +65,6 @@ from shell.errors import ConfigError, ExportError
 from shell.inference import Policy, load_agent, resolve_checkpoint
 from shell.installation import install_hint
 from shell.observations import ObsLayout, ObsPart, obs_layout
-from shell.policies import AgentGroups
 
 FORMATS = ("onnx", "pt2")
 CHECK_SAMPLES = 32
@@ -453,21 +452,54 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
             written, or a ``group`` the run does not have (or none named for a run with several).
         ExportError: the exporter failed, or the written file does not act as the policy does.
     """
+    checkpoint, lanes, config, state = _load_lanes(target, format, env)
+    if group is None and len(lanes) > 1:
+        raise ConfigError(f"the run has a policy per group of agents {list(lanes)}: name one to export (group=...), "
+                          "or export each with export_lanes")
+    if group not in lanes:
+        raise ConfigError(f"the run has a policy per group of agents {list(lanes)}: name one to export "
+                          f"(group=...), or export each with export_lanes; {group!r} is none of them"
+                          if len(lanes) > 1 else f"group={group!r}: the run has one policy; export it without a group")
+    return _export_lane(lanes[group], group, checkpoint, config, state, format, out)
+
+
+def export_lanes(target: str | Path, format: str = "onnx", out: str | Path | None = None,
+                 env: Any = None) -> dict[str | None, ExportResult]:
+    """:func:`export_policy` of every lane's policy, from one load of the checkpoint: ``{None: result}`` for a
+    run of one policy (``out`` or ``ckpt_<steps>.<format>``), ``{group: result}`` for a multi-agent run with a
+    policy per group of agents (each ``ckpt_<steps>.<group>.<format>`` beside the checkpoint).
+
+    Raises:
+        ConfigError: as :func:`export_policy`; ``out`` for a run of several policies (it names one file).
+        ExportError: as :func:`export_policy`.
+    """
+    checkpoint, lanes, config, state = _load_lanes(target, format, env)
+    if out is not None and len(lanes) > 1:
+        raise ConfigError("--out names one file; a run with a policy per group of agents writes one per group "
+                          "beside the checkpoint (ckpt_<steps>.<group>.<format>)")
+    return {name: _export_lane(agent, name, checkpoint, config, state, format, out) for name, agent in lanes.items()}
+
+
+def export_groups(target: str | Path, format: str = "onnx", env: Any = None) -> dict[str | None, ExportResult]:
+    """:func:`export_lanes` (its name before lanes): every group's policy, each to its default file."""
+    return export_lanes(target, format, None, env)
+
+
+def _load_lanes(target: str | Path, format: str, env: Any) -> tuple[Path, dict[str | None, Any], Any, dict]:
+    """Check the format, load the checkpoint once: ``(checkpoint, {lane: policy}, config, state)``."""
     if format not in FORMATS:
         raise ConfigError(f"unknown export format {format!r}; choose one of {list(FORMATS)}")
     if format == "onnx":
         _require_onnx()
     checkpoint = resolve_checkpoint(target)
     agent, config, state = load_agent(checkpoint, "cpu", env)
-    suffix = f".{format}"
-    if isinstance(agent, AgentGroups):
-        if group not in agent:
-            raise ConfigError(f"the run has a policy per group of agents {list(agent)}: name one to export "
-                              f"(group=...), or export each with export_groups" + (f"; {group!r} is none of them"
-                                                                                   if group is not None else ""))
-        agent, suffix = agent[group], f".{group}.{format}"
-    elif group is not None:
-        raise ConfigError(f"group={group!r}: the run has one policy; export it without a group")
+    return checkpoint, agent.lanes(), config, state
+
+
+def _export_lane(agent: Any, group: str | None, checkpoint: Path, config: Any, state: dict[str, Any], format: str,
+                 out: str | Path | None) -> ExportResult:
+    """Write and check one lane's policy (see :func:`export_policy`)."""
+    suffix = f".{format}" if group is None else f".{group}.{format}"
     observation_space = agent.observation_space
     policy = Policy(agent, observation_space)
     if format == "onnx" and config.policy.cnn_precision == "bfloat16" and any(
@@ -522,14 +554,6 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
     return ExportResult(path, format, module.input_names, worst, checked)
 
 
-def export_groups(target: str | Path, format: str = "onnx", env: Any = None) -> dict[str | None, ExportResult]:
-    """:func:`export_policy` of every group's policy of a multi-agent run (``{None: result}`` for a run with
-    one policy), each to its default file beside the checkpoint."""
-    agent, _, _ = load_agent(resolve_checkpoint(target), "cpu", env)
-    groups = list(agent) if isinstance(agent, AgentGroups) else [None]
-    return {g: export_policy(target, format, None, env, g) for g in groups}
-
-
 def export_summary(result: ExportResult) -> dict[str, Any]:
     """The ``export`` command's JSON line."""
     return {"export": str(result.path), "format": result.format, "inputs": result.input_names,
@@ -537,4 +561,4 @@ def export_summary(result: ExportResult) -> dict[str, Any]:
 
 
 __all__: Sequence[str] = ["DeterministicPolicy", "ExportResult", "check_exported", "check_exported_recurrent",
-                          "export_groups", "export_policy", "load_exported", "observation_inputs"]
+                          "export_groups", "export_lanes", "export_policy", "load_exported", "observation_inputs"]

@@ -29,11 +29,11 @@ from shell.actions import to_env_action
 from shell.checkpoint import latest_checkpoint, load_checkpoint, space_from_data
 from shell.config import Config, config_from_saved
 from shell.devices import resolve_device
-from shell.envs import make_env
+from shell.envs import make_lanes
 from shell.envs.masks import MASK_KEY, MaskError, check_mask, component_sizes, first_without_legal_action, mask_size
 from shell.errors import ConfigError
 from shell.observations import ACTOR_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
-from shell.policies import ActorCritic, AgentGroups
+from shell.policies import ActorCritic, lane_spaces, lanes_policy
 
 __all__ = ["SOURCE_NAMES", "Policy", "agent_for_spaces", "build_agent", "checkpoint_spaces", "load_agent",
            "load_policy", "load_weights", "read_checkpoint", "require_env", "resolve_checkpoint"]
@@ -112,9 +112,10 @@ def build_agent(config: Config, device: torch.device, source: Any = None) -> tup
     A one-env vector env is made to read the spaces: the fallback for checkpoints that do not store
     them (:func:`checkpoint_spaces`).
     """
-    env = make_env(config.env, device, num_envs=1, source=source, policy=config.policy)
+    env = make_lanes(config.env, device, num_envs=1, source=source, policy=config.policy)
     try:
-        return agent_for_spaces(env.observation_space, env.action_space, config).to(device), env.observation_space
+        spec = next(iter(env.lanes.values()))  # checkpoints without spaces predate several lanes
+        return agent_for_spaces(spec.observation_space, spec.action_space, config).to(device), spec.observation_space
     finally:
         env.close()
 
@@ -157,13 +158,9 @@ def load_agent(target: str | Path, device: str | torch.device = "cpu",
         require_env(path, state, env, f"use it from Python with env={{env}}: shell.load_policy({str(target)!r}, "
                                        "env=...), export_policy(..., env=...)")
         agent, _ = build_agent(config, device, env)
-    else:
-        groups = (state.get("spaces") or {}).get("agents")
-        if isinstance(groups, dict) and len(groups) > 1:  # one policy per group of agents
-            observation, action = stored
-            agent = AgentGroups({g: agent_for_spaces(observation[g], action[g], config) for g in groups}).to(device)
-        else:
-            agent = agent_for_spaces(*stored, config).to(device)
+    else:  # one policy per lane (group of agents), laid out as the Trainer's (shell/lanes.py)
+        lanes = lane_spaces(*stored, (state.get("spaces") or {}).get("agents"))
+        agent = lanes_policy({name: agent_for_spaces(*pair, config) for name, pair in lanes.items()}).to(device)
     load_weights(agent, state)
     agent.action_mask_source = state.get("action_mask")
     agent.eval()
@@ -318,9 +315,8 @@ def policy_for(agent: torch.nn.Module, agents: dict[str, list[str]] | None, agen
     each group's agents, as checkpoints store them) an :class:`AgentsPolicy`."""
     if not agents:
         return Policy(agent, agent.observation_space, agent.action_space)
-    members = {g: Policy(agent[g] if isinstance(agent, AgentGroups) else agent,
-                         (agent[g] if isinstance(agent, AgentGroups) else agent).observation_space)
-               for g in agents}
+    lanes = list(agent.lanes().values())  # in the groups' order: one lane, or one per group
+    members = {g: Policy(lane, lane.observation_space) for g, lane in zip(agents, lanes, strict=True)}
     return AgentsPolicy(members, agents, agent_id)
 
 

@@ -44,8 +44,13 @@ def install_hint(extra: str) -> str:
 def package_version() -> str | None:
     """The installed distribution's version (``importlib.metadata``), or None when the code runs from a
     checkout that was never installed."""
+    return distribution_version(DISTRIBUTION)
+
+
+def distribution_version(name: str) -> str | None:
+    """An installed distribution's version (``importlib.metadata``; ``ale_py`` finds ``ale-py``), or None."""
     try:
-        return metadata.version(DISTRIBUTION)
+        return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
 

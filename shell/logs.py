@@ -29,8 +29,20 @@ CSV_FIELDS = ("update", "env_steps", "seconds", "sps", "learning_rate", "policy_
               "episodic_length", "eval_return")
 
 
-def complete_rows(path: Path, up_to_update: int) -> list[dict[str, str]]:
-    """The rows of updates ``1..up_to_update`` in ``path``, first occurrence of each, torn lines dropped."""
+LANE_FIELDS = ("update", "env_steps", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
+               "explained_variance", "grad_norm", "epochs", "episodic_return", "episodic_length")
+"""The columns of ``metrics.<group>.csv``: one lane's own update metrics and episodes, in a run of several lanes
+(metrics.csv keeps the mean over the lanes)."""
+
+
+def lane_file(group: str) -> str:
+    """The file name of a lane's metrics: ``metrics.<group>.csv``."""
+    return f"metrics.{group}.csv"
+
+
+def complete_rows(path: Path, up_to_update: int, fields: tuple[str, ...] = CSV_FIELDS) -> list[dict[str, str]]:
+    """The rows of updates ``1..up_to_update`` in ``path`` (of columns ``fields``), first occurrence of each,
+    torn lines dropped."""
     if not path.exists():
         return []
     text = path.read_text(errors="replace")
@@ -39,39 +51,41 @@ def complete_rows(path: Path, up_to_update: int) -> list[dict[str, str]]:
         lines.pop()  # a row torn by a kill in the middle of a write
     rows: dict[int, dict[str, str]] = {}
     for record in csv.reader(lines):
-        if len(record) != len(CSV_FIELDS) or record[0] == "update":
+        if len(record) != len(fields) or record[0] == "update":
             continue  # a header (also one written in the middle by an old resume) or a malformed line
         try:
             update = int(record[0])
         except ValueError:
             continue
         if 1 <= update <= up_to_update and update not in rows:
-            rows[update] = dict(zip(CSV_FIELDS, record, strict=True))
+            rows[update] = dict(zip(fields, record, strict=True))
     return [rows[u] for u in sorted(rows)]
 
 
 class RunLogs:
-    """metrics.csv of one run (rank 0 only), opened at update ``update``.
+    """metrics.csv of one run (rank 0 only), or a lane's ``metrics.<group>.csv`` (``name``, columns ``fields``),
+    opened at update ``update``.
 
     Opening repairs metrics.csv to the header plus the rows of updates ``1..update`` (see the
     module docstring; :attr:`done_rows` keeps them); ``write`` appends one row and flushes it.
     """
 
-    def __init__(self, run_dir: Path, update: int):
+    def __init__(self, run_dir: Path, update: int, name: str = "metrics.csv", fields: tuple[str, ...] = CSV_FIELDS):
         run_dir = Path(run_dir)
-        self.path = run_dir / "metrics.csv"
-        self.done_rows = complete_rows(self.path, update)
+        self.path = run_dir / name
+        self.fields = fields
+        self.done_rows = complete_rows(self.path, update, fields)
         buffer = io.StringIO(newline="")
-        writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
+        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         writer.writerows(self.done_rows)
         atomic_write(self.path, lambda f: f.write(buffer.getvalue().encode()))
         self._file = open(self.path, "a", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=CSV_FIELDS, lineterminator="\n")
+        self._csv = csv.DictWriter(self._file, fieldnames=fields, lineterminator="\n")
 
     def write(self, row: dict[str, Any]) -> None:
-        """Append one update's row to metrics.csv (flushed)."""
-        self._csv.writerow({k: row[k] for k in CSV_FIELDS})
+        """Append one update's row (flushed)."""
+        self._csv.writerow({k: row[k] for k in self.fields})
         self._file.flush()
 
     def close(self) -> None:

@@ -1,20 +1,20 @@
-"""One rollout: the collector runs the policy in the vector env and fills the storage with transitions.
+"""One rollout: the collector runs every lane's policy in the env and fills each lane's storage.
 
 The trainer (shell/runner.py) keeps the loop around it: the update, evaluation, callbacks,
-checkpoints and the summary. The collector keeps what lives from one rollout to the next: the
-recurrent state per sub-env and which observations start an episode.
+checkpoints and the summary. Each lane's :class:`LaneRollout` keeps what lives from one rollout to the
+next: the recurrent state per row and which observations start an episode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 
 import torch
 
 import core
 from shell.config import Config
 from shell.distributed import Dist
-from shell.envs.base import StepResult, VecEnv
+from shell.envs.base import LaneEnv, Rows, StepResult
 from shell.normalization import RewardScaler
 from shell.observations import Obs, map_obs
 from shell.policies import ActorCritic
@@ -23,114 +23,86 @@ from shell.storage import RolloutStorage, Transition
 LOG_PROB_CHUNK_ELEMENTS = 4_194_304  # the rollout's log-prob pass in pieces of at most 16 MB of float input
 
 
-class Collector:
-    """Runs ``agent`` in ``env`` for ``storage.num_steps`` steps per :meth:`collect`.
+class LaneRollout:
+    """One lane's part of a rollout: its policy, storage, reward scaler and what lives from one rollout to the
+    next (the recurrent state per row and which observations start an episode).
 
-    Each step it reads the env's ``valid [N]`` rows (all true, except a NEXT_STEP source's
-    dummy steps: DESIGN.md, "Rows and the validity mask"), normalises the observation (valid rows
-    enter the statistics), samples an action, steps the env, scales the reward, folds a
-    truncation's bootstrap ``gamma * V(final_obs)`` into it (DESIGN.md, "Truncation") and writes one
-    :class:`shell.storage.Transition`. Then it fills log pi_old and V(s_t) where the policy did not
-    give them per step, and computes GAE (:func:`core.gae`) into the storage.
+    Each step (:meth:`act`, then :meth:`record`) it normalises the observation of the lane's rows (valid
+    rows enter the statistics; DESIGN.md, "Rows and the validity mask"), samples an action under the
+    rows' mask, and after the joint env step scales the reward, folds a truncation's bootstrap
+    ``gamma * V(final_obs)`` into it (DESIGN.md, "Truncation") and writes one
+    :class:`shell.storage.Transition`. :meth:`finish` fills log pi_old and V(s_t) where the policy did not
+    give them per step and computes GAE (:func:`core.gae`) into the storage.
 
     Args:
-        env: the vector env of ``N = config.env.num_envs`` rows.
-        agent: the actor-critic; its ``obs_normalizer`` is updated here.
-        storage: ``[T, N]`` storage on the env's device.
-        reward_scaler: the run's reward scaler (identity when disabled).
+        agent: the lane's actor-critic; its ``obs_normalizer`` is updated here.
+        storage: the lane's ``[T, N]`` storage on the device.
+        reward_scaler: the lane's reward scaler (identity when disabled).
         config: the run's config (``ppo.gamma``, ``ppo.gae_lambda``, ``ppo.reward_scale``, ``env.sign_reward``).
-        generator: the rank's generator on the device (action sampling).
+        generator: the rank's generator on the device (action sampling; shared by the lanes, in lane order).
         dist: the process group; the normalisers' statistics of all ranks merge after each rollout.
     """
 
-    def __init__(self, env: VecEnv, agent: ActorCritic, storage: RolloutStorage, reward_scaler: RewardScaler,
-                 config: Config, generator: torch.Generator, dist: Dist):
-        self.env, self.agent, self.storage = env, agent, storage
-        self.reward_scaler = reward_scaler
-        self.config = config
-        self.generator = generator
-        self.dist = dist
+    def __init__(self, agent: ActorCritic, storage: RolloutStorage, reward_scaler: RewardScaler, config: Config,
+                 generator: torch.Generator, dist: Dist):
+        self.agent, self.storage, self.reward_scaler = agent, storage, reward_scaler
+        self.config, self.generator, self.dist = config, generator, dist
         device = storage.values.device
-        # a recurrent policy's state per sub-env, carried across rollouts (None: feed-forward), and which
-        # observations start an episode
-        self.rnn_state = agent.initial_state(env.num_envs, device)
-        self.episode_start = torch.ones(env.num_envs, dtype=torch.bool, device=device)
+        self.rnn_state = agent.initial_state(storage.num_envs, device)
+        self.episode_start = torch.ones(storage.num_envs, dtype=torch.bool, device=device)
+        self.episodes = torch.zeros(3, device=device)
+        self._step: tuple | None = None  # what act() saw and drew, for record()
 
-    def restart(self) -> None:
-        """The envs were reset: every observation starts an episode, and no discounted return carries over."""
+    def restart(self, mask_source: str | None) -> None:
+        """The envs were reset: every observation starts an episode, and no discounted return carries over.
+        ``mask_source`` (the lane's, settled by the first reset) is kept by the agent."""
         # a new tensor: the one a rollout left is an inference tensor, which no in-place write may touch
         self.episode_start = torch.ones_like(self.episode_start)
         self.reward_scaler.reset_returns()
-        # the first reset settles where masks come from ("auto" may find them in its info): the agent keeps it
-        self.agent.action_mask_source = getattr(self.env, "mask_source", None)
+        self.agent.action_mask_source = mask_source
 
-    def collect(self, obs: Obs, poll: Callable[[int], None]) -> tuple[Obs, torch.Tensor]:
-        """Fill the storage with one rollout from ``obs`` and compute its advantages and returns.
+    def begin(self) -> None:
+        self.storage.reset()
+        self.episodes = torch.zeros(3, device=self.storage.values.device)
 
-        ``poll(t)`` is called before every env step ``t`` (the trainer's stop request and
-        fault-injection point); an exception it raises ends the rollout.
+    def act(self, rows: Rows) -> torch.Tensor:
+        """Sample the actions of ``rows`` (the mask travels beside the observation, to the heads only)."""
+        norm_obs = self.agent.obs_normalizer.update_and_normalize(rows.obs, rows.valid)
+        state, start = self.rnn_state, self.episode_start
+        sample, self.rnn_state = self.agent.rollout_step(norm_obs, state, start, self.generator, rows.action_mask)
+        self._step = (norm_obs, sample, state, start, rows.valid, rows.action_mask)
+        return sample.action
 
-        Returns:
-            The next observation, and ``[3]`` device totals over the episodes that ended:
-            (count, sum of raw returns, sum of lengths).
-
-        Raises:
-            TrainingError: the env raised.
-        """
-        with torch.inference_mode():
-            steps = self.steps(obs, poll)
-            action = next(steps)
-            while True:
-                try:
-                    action = steps.send(self.env.step(action))
-                except StopIteration as end:
-                    obs, episodes = end.value
-                    break
-        self.commit()
-        return obs, episodes
-
-    def steps(self, obs: Obs,
-              poll: Callable[[int], None]) -> Generator[torch.Tensor, StepResult, tuple[Obs, torch.Tensor]]:
-        """:meth:`collect` as a generator, for a caller that steps the env itself (several groups of agents in
-        one joint step, :class:`GroupCollector`): it yields each step's action and takes the env's
-        :class:`StepResult`; after the last step it computes the advantages and returns what :meth:`collect`
-        returns. The caller holds ``torch.inference_mode`` around it and calls :meth:`commit` after it."""
+    def record(self, step: StepResult) -> None:
+        """Write the transition of the last :meth:`act` with the env's result for the lane."""
         cfg = self.config
-        gamma, sign_reward, reward_scale = cfg.ppo.gamma, cfg.env.sign_reward, cfg.ppo.reward_scale
-        env, agent, storage = self.env, self.agent, self.storage
-        normalizer = agent.obs_normalizer
-        episodes = torch.zeros(3, device=storage.values.device)
-        storage.reset()
-        for t in range(storage.num_steps):
-            poll(t)
-            valid = env.valid
-            norm_obs = normalizer.update_and_normalize(obs, valid)
-            state, start = self.rnn_state, self.episode_start
-            mask = env.action_mask  # [N, A] bool of obs, or None; it travels beside obs, to the heads only
-            sample, self.rnn_state = agent.rollout_step(norm_obs, state, start, self.generator, mask)
-            step = yield sample.action
-            done = step.terminated | step.truncated
-            reward = step.reward.sign() if sign_reward else step.reward  # statistics keep the score
-            reward = self.reward_scaler.scale(reward, done, valid) * reward_scale
-            if step.final_obs is not None:
-                # Time-limit truncation bootstraps from V(final_obs), the final observation normalised
-                # with the same statistics (and, for a recurrent policy, the ended episode's state).
-                value = agent.rollout_value(normalizer.normalize(step.final_obs), self.rnn_state)
-                reward = core.bootstrap_truncated(reward, step.terminated, step.truncated, value, gamma)
-            storage.add(Transition(norm_obs, sample.raw_action, reward, done, valid, sample.log_prob,
-                                   sample.value, state, start, mask))
-            # the reset rule: the state restarts at an episode's first observation
-            self.episode_start = done if step.episode_start is None else step.episode_start
-            ended = step.episode_done
-            if ended is not None:
-                episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
-                                         torch.where(ended, step.episode_length, 0).sum())).to(episodes.dtype)
-            obs = step.obs
+        norm_obs, sample, state, start, valid, mask = self._step
+        done = step.terminated | step.truncated
+        reward = step.reward.sign() if cfg.env.sign_reward else step.reward  # statistics keep the score
+        reward = self.reward_scaler.scale(reward, done, valid) * cfg.ppo.reward_scale
+        if step.final_obs is not None:
+            # Time-limit truncation bootstraps from V(final_obs), the final observation normalised
+            # with the same statistics (and, for a recurrent policy, the ended episode's state).
+            value = self.agent.rollout_value(self.agent.obs_normalizer.normalize(step.final_obs), self.rnn_state)
+            reward = core.bootstrap_truncated(reward, step.terminated, step.truncated, value, cfg.ppo.gamma)
+        self.storage.add(Transition(norm_obs, sample.raw_action, reward, done, valid, sample.log_prob,
+                                    sample.value, state, start, mask))
+        # the reset rule: the state restarts at an episode's first observation
+        self.episode_start = done if step.episode_start is None else step.episode_start
+        ended = step.episode_done
+        if ended is not None:
+            self.episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
+                                          torch.where(ended, step.episode_length, 0).sum())).to(self.episodes.dtype)
+
+    def finish(self, obs: Obs) -> torch.Tensor:
+        """After the last step: log-probs and values where needed, then the advantages from the value of ``obs``.
+        Returns the lane's ``[3]`` episode totals (count, sum of raw returns, sum of lengths)."""
+        agent = self.agent
         if not agent.values_in_rollout_step:
             self._log_probs_and_values()
-        last_value = agent.rollout_value(normalizer.normalize(obs), self.rnn_state, self.episode_start)
-        storage.compute_advantages(last_value, gamma, cfg.ppo.gae_lambda)
-        return obs, episodes
+        last_value = agent.rollout_value(agent.obs_normalizer.normalize(obs), self.rnn_state, self.episode_start)
+        self.storage.compute_advantages(last_value, self.config.ppo.gamma, self.config.ppo.gae_lambda)
+        return self.episodes
 
     def commit(self) -> None:
         """Merge the rollout's normaliser statistics (over all ranks)."""
@@ -152,45 +124,54 @@ class Collector:
         storage.set_log_probs_and_values(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
 
 
-class GroupCollector:
-    """One rollout of several groups of agents that act in the same joint steps (a multi-agent env with
-    groups, shell/envs/pettingzoo.py): each group's :class:`Collector` (its policy, storage, normalisers)
-    yields its actions, the env steps once with all of them, and each takes its group's result.
+class Collector:
+    """Runs every lane in ``env`` for ``num_steps`` joint steps per :meth:`collect`: each lane acts on its
+    rows (in lane order, so the lanes draw from the rank's generator in a fixed order), the env steps once
+    with all the actions, and each lane records its result.
 
     Args:
-        env: the multi-agent vector env (``step_groups``).
-        collectors: each group's collector, built on the group's rows (``env.groups[g]``).
+        env: the lane env (:class:`shell.envs.base.LaneEnv`).
+        lanes: each lane's :class:`LaneRollout`, keyed as ``env.lanes``.
+        num_steps: the rollout length T.
     """
 
-    def __init__(self, env, collectors: dict[str, Collector]):
-        self.env, self.collectors = env, collectors
+    def __init__(self, env: LaneEnv, lanes: dict[str | None, LaneRollout], num_steps: int):
+        self.env, self.lanes, self.num_steps = env, lanes, num_steps
 
     def restart(self) -> None:
-        for collector in self.collectors.values():
-            collector.restart()
+        """The env was reset (see :meth:`LaneRollout.restart`)."""
+        sources = self.env.mask_sources()
+        for name, lane in self.lanes.items():
+            lane.restart(sources[name])
 
-    def collect(self, obs: dict[str, Obs], poll: Callable[[int], None]) -> tuple[dict[str, Obs], torch.Tensor]:
-        """:meth:`Collector.collect` for every group at once: ``{group: next obs}`` and the ``[3]`` episode
-        totals, an episode's return summed over every group's agents (count and lengths per copy)."""
-        outs: dict[str, tuple[Obs, torch.Tensor]] = {}
-        first = next(iter(self.collectors))
+    def collect(self, rows: dict[str | None, Rows],
+                poll: Callable[[int], None]) -> tuple[dict[str | None, Rows], dict[str | None, torch.Tensor]]:
+        """Fill every lane's storage with one rollout from ``rows`` and compute its advantages and returns.
+
+        ``poll(t)`` is called before every joint step ``t`` (the trainer's stop request and
+        fault-injection point); an exception it raises ends the rollout.
+
+        Returns:
+            The next rows, and each lane's ``[3]`` device totals over the episodes that ended:
+            (count, sum of raw returns, sum of lengths).
+
+        Raises:
+            TrainingError: the env raised.
+        """
+        lanes = self.lanes
         with torch.inference_mode():
-            steps = {g: c.steps(obs[g], poll if g == first else _no_poll) for g, c in self.collectors.items()}
-            actions = {g: next(gen) for g, gen in steps.items()}
-            while len(outs) < len(steps):
-                results = self.env.step_groups(actions)
-                actions = {}
-                for g, gen in steps.items():
-                    try:
-                        actions[g] = gen.send(results[g])
-                    except StopIteration as end:
-                        outs[g] = end.value
-        for collector in self.collectors.values():
-            collector.commit()
-        episodes = outs[first][1].clone()
-        episodes[1] = sum(out[1][1] for out in outs.values())
-        return {g: out[0] for g, out in outs.items()}, episodes
-
-
-def _no_poll(t: int) -> None:
-    """The poll of every group after the first (one poll per joint step)."""
+            for lane in lanes.values():
+                lane.begin()
+            for t in range(self.num_steps):
+                poll(t)
+                actions = {name: lane.act(rows[name]) for name, lane in lanes.items()}
+                results = self.env.step(actions)
+                rows = {}
+                for name, lane in lanes.items():
+                    step = results[name]
+                    lane.record(step)
+                    rows[name] = Rows(step.obs, step.valid, step.action_mask)
+            episodes = {name: lane.finish(rows[name].obs) for name, lane in lanes.items()}
+        for lane in lanes.values():
+            lane.commit()
+        return rows, episodes

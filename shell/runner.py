@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import platform
-import shutil
 import signal
 import sys
 import time
@@ -20,25 +19,20 @@ from tqdm import tqdm
 
 import core
 from shell.callbacks import CallbackContext, EvalEnv, TrainEnv, callback_states, load_callback_states, takes_context
-from shell.checkpoint import save_checkpoint, space_to_data
+from shell.checkpointer import Checkpointer
 from shell.config import Config, dump_toml
 from shell.devices import resolve_device
 from shell.distributed import Dist
-from shell.envs import check_eval_env, make_env
+from shell.envs import Rows, check_eval_env, make_lanes
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import EvalResult, eval_fields, evaluate
 from shell.faults import kill_point
 from shell.files import new_run_folder
-from shell.inference import agent_for_spaces, load_weights, policy_for
-from shell.installation import git_state, package_version
-from shell.logs import CSV_FIELDS, RunLogs
-from shell.normalization import RewardScaler
-from shell.observations import Obs
-from shell.policies import AgentGroups, default_ent_coef
-from shell.ppo import PPO, GroupPPO
-from shell.rollout import Collector, GroupCollector
+from shell.inference import load_weights, policy_for
+from shell.installation import distribution_version, git_state, package_version
+from shell.lanes import LANE_METRICS, Lanes
+from shell.logs import CSV_FIELDS, LANE_FIELDS, RunLogs, lane_file
 from shell.stop import Interrupted, StopRequest, exit_code
-from shell.storage import GroupStorage, RolloutStorage
 from shell.tracking import FAILED, FINISHED, KILLED, Loggers, RunEnd, RunStart, numeric, open_loggers
 
 __all__ = ["CSV_FIELDS", "Trainer", "prepare_run_dir", "resolve_device"]  # resolve_device: shell.devices
@@ -59,16 +53,27 @@ def prepare_run_dir(run_dir: Path | None, config: Config) -> Path:
     return path
 
 
+ENV_PACKAGES = ("ale_py", "envpool", "minigrid", "pettingzoo", "mpe2")
+"""Env packages whose versions a run records in versions.json when it uses them."""
+
+
 def library_versions() -> dict[str, str | bool | None]:
     """Versions of Python, torch, gymnasium, numpy and this package (``ppo_core``: the installed
-    distribution's version), plus the git commit and dirty flag when the code runs from a checkout."""
+    distribution's version), of the env packages the run has imported (:data:`ENV_PACKAGES`), plus the git
+    commit and dirty flag when the code runs from a checkout."""
     commit, dirty = git_state()
-    return {"python": platform.python_version(), "torch": torch.__version__, "gymnasium": gymnasium.__version__,
-            "numpy": np.__version__, "ppo_core": package_version(), "git_commit": commit, "git_dirty": dirty}
+    versions: dict[str, str | bool | None] = {
+        "python": platform.python_version(), "torch": torch.__version__, "gymnasium": gymnasium.__version__,
+        "numpy": np.__version__, "ppo_core": package_version()}
+    for name in ENV_PACKAGES:
+        if name in sys.modules:
+            versions[name] = distribution_version(name)
+    return {**versions, "git_commit": commit, "git_dirty": dirty}
 
 
 class Trainer:
-    """Owns the envs, the agent, the PPO update, the storage and the logs of one run.
+    """Owns the envs, the lanes (each group of agents' policy, update, storage), the logs and the
+    checkpoints of one run.
 
     ``train()`` runs from the current counters to ``num_updates``; after
     ``load_state_dict`` of a checkpoint it continues that run exactly, except that
@@ -84,7 +89,8 @@ class Trainer:
     with ``interrupted: true`` (the CLI requests it on SIGINT/SIGTERM).
 
     ``callbacks`` are called after each update's metrics row is written, with that row (the
-    columns of metrics.csv; ``eval_return`` is ``""`` when no evaluation ran in the update): on
+    columns of metrics.csv, and in a run of several lanes each lane's metrics as ``<group>/<metric>``;
+    ``eval_return`` is ``""`` when no evaluation ran in the update): on
     rank 0, or on every rank for one that takes a second argument, a
     :class:`shell.callbacks.CallbackContext` (curricula: it reaches the envs). If one returns
     True, the loop ends after that update: the final checkpoint and evaluation follow as usual
@@ -100,6 +106,7 @@ class Trainer:
                  env_source: Any = None, callbacks: Sequence[Callable[..., bool | None]] = (),
                  eval_source: Any = None, progress: bool = True, source_kind: str | None = None,
                  tracker_tags: dict[str, str] | None = None):
+        # -- assembly: the run's envs, lanes, checkpoints and callbacks (the loggers open in train())
         self.config = config
         self.run_dir = Path(run_dir)
         self.dist = dist or Dist()
@@ -107,50 +114,29 @@ class Trainer:
         self.device = resolve_device(config.run.device, self.dist)
         self.generator = torch.Generator(self.device).manual_seed(config.run.seed + self.dist.rank)
         self.num_updates = config.num_updates(self.dist.world_size)
-
         self.env_source, self.eval_source, self.source_kind = env_source, eval_source, source_kind
         self.callbacks = list(callbacks)
         self._with_context = [takes_context(cb) for cb in self.callbacks]
         self.eval_env_changes = EvalEnv()  # what callbacks set on the envs of later evaluations
         self.progress = progress
         self.stopped_early = False
-        self.env = make_env(config.env, self.device, source=env_source, policy=config.policy)
+        self.env = make_lanes(config.env, self.device, source=env_source, policy=config.policy)
         if env_source is None and eval_source is None and config.run.eval_episodes and self.dist.is_main:
             try:  # a backend evaluated on another backend's env: build one now, to fail before training
                 check_eval_env(config.env, self.device)
             except ConfigError:
                 self.env.close()
                 raise
-        # Several groups of agents (a multi-agent env, shell/envs/pettingzoo.py) get a policy, storage, reward
-        # scaler, collector and PPO each, stepped together; any other env is one group of its rows.
-        groups = getattr(self.env, "groups", None)
-        lanes = groups if groups is not None and len(groups) > 1 else {None: self.env}
-        with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
-            torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
-            agents = {g: agent_for_spaces(rows.observation_space, rows.action_space, config)
-                      for g, rows in lanes.items()}
-        parts = {g: self._group_parts(rows, agents[g].to(self.device)) for g, rows in lanes.items()}
-        if None in parts:
-            self.agent, self.reward_scaler, self.ent_coef, self.ppo, self.storage, self.collector = parts[None]
-        else:
-            self.agent = AgentGroups({g: p[0] for g, p in parts.items()})
-            self.reward_scaler = torch.nn.ModuleDict({g: p[1] for g, p in parts.items()})
-            self.ent_coef = {g: p[2] for g, p in parts.items()}
-            self.ppo = GroupPPO({g: p[3] for g, p in parts.items()})
-            self.storage = GroupStorage({g: p[4] for g, p in parts.items()})
-            self.collector = GroupCollector(self.env, {g: p[5] for g, p in parts.items()})
-        # the spaces as plain data, in every checkpoint: the policy loads without the env (shell/inference.py)
-        self.spaces = {"observation": space_to_data(self.agent.observation_space),
-                       "action": space_to_data(self.agent.action_space)}
-        if hasattr(self.env, "group_agents"):  # a multi-agent env's rows: load_policy maps agent dicts
-            self.spaces["agents"] = self.env.group_agents
+        self.lanes = Lanes(self.env, config, self.device, self.generator, self.dist)
+        self.agent = self.lanes.agent  # the run's policy, as checkpoints hold it
+        self.spaces = self.lanes.spaces
+        self.checkpoints = Checkpointer(self.run_dir, config.run.keep_checkpoints, self.dist.is_main)
         self.update = 0
         self.env_steps = 0
         self.train_seconds = 0.0
         self.best_eval: float | None = None
         self.recent_return: float | None = None
         self._signal: int | None = None  # the signal that interrupted train(), if any
-        self._saved_update: int | None = None  # the update of the newest checkpoint on disk
         self.tracker_tags = dict(tracker_tags or {})
         self._loggers = Loggers()  # rank 0's loggers (run.loggers), open during train()
         if self.dist.is_main:
@@ -158,33 +144,16 @@ class Trainer:
             (self.run_dir / "config.toml").write_text(dump_toml(config))
             (self.run_dir / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
 
-    def _group_parts(self, env: Any, agent: Any) -> tuple:
-        """``(agent, reward scaler, ent_coef, PPO, storage, collector)`` of one group's rows ``env``."""
-        config = self.config
-        reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
-                                     config.env.reward_clip).to(self.device)
-        ent_coef = config.ppo.ent_coef if config.ppo.ent_coef is not None else default_ent_coef(env.action_space)
-        self.dist.broadcast_parameters(agent)
-        seq_len = (config.policy.seq_len or config.ppo.num_steps) if agent.recurrent else 0
-        ppo = PPO(agent, config.ppo, ent_coef, self.generator, self.dist, seq_len)
-        # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
-        state = agent.initial_state(1, self.device)
-        # one storage row per env row: a multi-agent env's copies times its agents (shell/envs/pettingzoo.py)
-        storage = RolloutStorage(config.ppo.num_steps, env.num_envs, agent.layout, agent.actor.raw_action_shape,
-                                 agent.actor.raw_action_dtype, self.device,
-                                 state_size=0 if state is None else state.shape[1])
-        collector = Collector(env, agent, storage, reward_scaler, config, self.generator, self.dist)
-        return agent, reward_scaler, ent_coef, ppo, storage, collector
-
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """Everything a resume needs (collective under torchrun: gathers every rank's generator)."""
+        lanes = self.lanes.state_dict()
         return {
             "world_size": self.dist.world_size,
             "config": self.config.to_dict(),
-            "model": self.agent.state_dict(),
-            "optimizer": self.ppo.optimizer.state_dict(),
-            "reward_scaler": self.reward_scaler.state_dict(),
+            "model": lanes["model"],
+            "optimizer": lanes["optimizer"],
+            "reward_scaler": lanes["reward_scaler"],
             "update": self.update,
             "env_steps": self.env_steps,
             "train_seconds": self.train_seconds,
@@ -201,8 +170,7 @@ class Trainer:
         """Continue from a checkpoint (see :meth:`state_dict`); its weights load as every checkpoint's do
         (:func:`shell.inference.load_weights`, which refuses an env of other spaces)."""
         load_weights(self.agent, state)
-        self.ppo.optimizer.load_state_dict(state["optimizer"])
-        self.reward_scaler.load_state_dict(state["reward_scaler"])
+        self.lanes.load_state_dict(state)
         self.update = int(state["update"])
         self.env_steps = int(state["env_steps"])
         self.train_seconds = float(state["train_seconds"])
@@ -214,24 +182,9 @@ class Trainer:
         load_callback_states(self.callbacks, state.get("callbacks", []))
 
     def save(self) -> Path:
-        """Atomically write ``checkpoints/ckpt_<env_steps>.pt`` (rank 0); keep the newest ``keep_checkpoints``."""
-        folder = self.run_dir / "checkpoints"
-        path = folder / f"ckpt_{self.env_steps:012d}.pt"
-        state = self.state_dict()
-        if self.dist.is_main:
-            save_checkpoint(path, state, on_written=lambda: kill_point("checkpoint", self.update))
-            for old in sorted(folder.glob("ckpt_*.pt"))[: -self.config.run.keep_checkpoints]:
-                old.unlink()
-            self._loggers.checkpointed(self.update)  # trackers get rows once a checkpoint covers them
-        self._saved_update = self.update
-        return path
-
-    def _checkpoint_note(self) -> str:
-        """Where the last good checkpoint is, for a failure message (none may have been written yet)."""
-        found = sorted((self.run_dir / "checkpoints").glob("ckpt_*.pt"))
-        if not found:
-            return "no checkpoint was written yet"
-        return f"the last good checkpoint is {found[-1]}"
+        """Atomically write ``checkpoints/ckpt_<env_steps>.pt`` (rank 0; collective): :class:`Checkpointer`."""
+        return self.checkpoints.save(self.state_dict(), self.update, self.env_steps,
+                                     on_written=lambda: kill_point("checkpoint", self.update))
 
     def _poll(self, phase: str) -> None:
         """The loop's poll point: the fault-injection hook, then the stop request (not under torchrun,
@@ -240,18 +193,18 @@ class Trainer:
         if not self.dist.enabled:
             self.stop.check()
 
-    # ------------------------------------------------------------------ collect
-    def collect(self, obs: Obs) -> tuple[Obs, torch.Tensor]:
-        """Fill the storage with one rollout from ``obs`` (:meth:`shell.rollout.Collector.collect`).
+    # ------------------------------------------------------------------ collect and update
+    def collect(self, rows: dict[str | None, Rows]) -> tuple[dict[str | None, Rows], dict[str | None, torch.Tensor]]:
+        """Fill every lane's storage with one rollout from ``rows`` (:meth:`shell.lanes.Lanes.collect`).
 
         Returns:
-            The next observation, and ``[3]`` device totals over the episodes that
-            ended: (count, sum of raw returns, sum of lengths).
+            The next rows, and each lane's ``[3]`` device totals over the episodes that ended:
+            (count, sum of raw returns, sum of lengths).
 
         Raises:
             Interrupted: a stop was requested (polled before every env step).
         """
-        halfway = self.storage.num_steps // 2
+        halfway = self.config.ppo.num_steps // 2
 
         def poll(t: int) -> None:
             if t == halfway:
@@ -259,14 +212,22 @@ class Trainer:
             if not self.dist.enabled:
                 self.stop.check()
 
-        return self.collector.collect(obs, poll)
+        return self.lanes.collect(rows, poll)
 
-    def _update_and_check(self, episodes: torch.Tensor) -> dict[str, Any]:
-        """One PPO update, then one host sync to read the metrics and episode totals and check finiteness."""
-        metrics = self.ppo.update(self.storage, poll=lambda: self._poll("update"))
-        self.dist.all_reduce_sum(episodes)
+    def _update_and_check(self, episodes: dict[str | None, torch.Tensor]) -> tuple[dict[str, Any], dict[str, dict]]:
+        """Every lane's PPO update, then one host sync to read the metrics and episode totals and check
+        finiteness. Returns the run's values (metrics.csv's) and each lane's (a run of several lanes)."""
+        metrics, per_lane = self.lanes.update(poll=lambda: self._poll("update"))
+        totals = Lanes.episode_totals(episodes)
+        self.dist.all_reduce_sum(totals)
+        lane_parts = []
+        if self.lanes.several:
+            for name in per_lane:
+                self.dist.all_reduce_sum(episodes[name])
+                lane_parts += [torch.stack([per_lane[name][k] for k in LANE_METRICS]), episodes[name]]
         params_finite = torch.stack([p.isfinite().all() for p in self.agent.parameters()]).all()
-        values = torch.cat((torch.stack(list(metrics.values())), episodes, params_finite.float()[None])).tolist()
+        values = torch.cat((torch.stack(list(metrics.values())), totals, *lane_parts,
+                            params_finite.float()[None])).tolist()
         out: dict[str, Any] = dict(zip(metrics, values, strict=False))
         bad = [k for k in ("policy_loss", "value_loss", "entropy", "grad_norm") if not math.isfinite(out[k])]
         if values[-1] != 1.0:
@@ -274,16 +235,21 @@ class Trainer:
         if bad:
             raise TrainingError(f"non-finite {', '.join(bad)} at update {self.update + 1} "
                                 f"(env step {self.env_steps}); training stopped")
-        count, return_sum, length_sum = values[len(metrics):len(metrics) + 3]
-        out["episodic_return"] = return_sum / count if count else ""
-        out["episodic_length"] = length_sum / count if count else ""
-        return out
+        out.update(_episode_means(values[len(metrics):len(metrics) + 3]))
+        lanes: dict[str, dict] = {}
+        at = len(metrics) + 3
+        for name in per_lane if self.lanes.several else ():
+            lane_values = dict(zip(LANE_METRICS, values[at:at + len(LANE_METRICS)], strict=True))
+            at += len(LANE_METRICS)
+            lanes[name] = {**lane_values, **_episode_means(values[at:at + 3])}
+            at += 3
+        return out, lanes
 
     # ------------------------------------------------------------------ loop
     def train(self) -> dict[str, Any]:
         """Run to ``num_updates``; return the summary (rank 0 also writes it to summary.json).
 
-        Order within an update: collect, update, (periodic evaluation), the metrics row
+        Order within an update: collect, update, (periodic evaluation), the metrics rows
         (flushed), then the checkpoint: a checkpoint never covers an update whose row is
         missing, and a resume drops the rows after its checkpoint (shell/logs.py).
 
@@ -292,14 +258,16 @@ class Trainer:
                 the message says where the last good checkpoint is.
         """
         cfg, main = self.config, self.dist.is_main
-        num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
-        logs = RunLogs(self.run_dir, self.update) if main else None
-        progress = tqdm(total=num_updates * step_batch, initial=self.env_steps, unit="step", file=sys.stderr,
-                        dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id, disable=not (main and self.progress))
+        logs = _RunFiles(self.run_dir, self.update, list(self.lanes.lanes) if self.lanes.several else []) \
+            if main else None
+        progress = tqdm(total=self.num_updates * cfg.batch_size * self.dist.world_size, initial=self.env_steps,
+                        unit="step", file=sys.stderr, dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id,
+                        disable=not (main and self.progress))
         if logs is not None:
             self._loggers = open_loggers(cfg.run.loggers, RunStart(
-                self.run_dir, cfg.to_dict(), self.update, self.env_steps, [numeric(r) for r in logs.done_rows],
+                self.run_dir, cfg.to_dict(), self.update, self.env_steps, logs.done_rows(),
                 cfg.run.tracker_timeout, self.tracker_tags))
+            self.checkpoints.loggers = self._loggers
         try:
             summary, checkpoint = self._train(logs, progress)
         except BaseException:
@@ -310,96 +278,103 @@ class Trainer:
         self._loggers.close()
         return summary
 
-    def _train(self, logs: RunLogs | None, progress: tqdm) -> tuple[dict[str, Any], Path | None]:
+    def _train(self, logs: _RunFiles | None, progress: tqdm) -> tuple[dict[str, Any], Path | None]:
         """The loop of :meth:`train`; returns the summary and the final checkpoint."""
-        cfg, main = self.config, self.dist.is_main
-        num_updates, step_batch = self.num_updates, cfg.batch_size * self.dist.world_size
+        cfg = self.config
+        step_batch = cfg.batch_size * self.dist.world_size
         outcome: EvalResult | None = None
         checkpoint: Path | None = None
         pending: dict[str, Any] | None = None  # the row of a finished update, not yet written
         try:
-            # A fresh run resets with `seed` (plus the rank's offset); a resumed one with a seed
-            # derived from its update count.
-            offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
-            for callback in self.callbacks:  # every rank: restored curriculum state reaches the new envs
-                if callable(getattr(callback, "on_train_start", None)):
-                    callback.on_train_start(self._context())
-            obs = self.env.reset(seed=cfg.run.seed + offset)
-            self.collector.restart()
+            rows = self._start()
             start = time.perf_counter() - self.train_seconds
-            while self.update < num_updates:
+            while self.update < self.num_updates:
                 self._check_stop()
-                lr = cfg.ppo.learning_rate
-                if cfg.ppo.anneal_lr:
-                    lr = core.linear_schedule(cfg.ppo.learning_rate, 0.0, self.update, num_updates)
-                    self.ppo.set_learning_rate(lr)
-
-                # -- collect and compute advantages
-                obs, episodes = self.collect(obs)
-                # -- update
-                values = self._update_and_check(episodes)
+                lr = self._learning_rate()
+                # -- collect and compute advantages, then update
+                rows, episodes = self.collect(rows)
+                values, lane_values = self._update_and_check(episodes)
                 self.update += 1
                 self.env_steps += step_batch
                 self.train_seconds = time.perf_counter() - start
-
-                # -- periodic evaluation, log, then checkpoint
                 if values["episodic_return"] != "":
                     self.recent_return = values["episodic_return"]
                 pending = {"update": self.update, "env_steps": self.env_steps,
                            "seconds": round(self.train_seconds, 3),
                            "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
-                           "eval_return": ""}  # written by the except clause if the evaluation is interrupted
+                           "eval_return": "", **_lane_keys(lane_values)}  # written if the evaluation is interrupted
+                # -- periodic evaluation
                 eval_due = bool(cfg.run.eval_every) and self.update % cfg.run.eval_every == 0 \
-                    and self.update < num_updates
+                    and self.update < self.num_updates
                 if eval_due:
                     eval_mean = self._periodic_eval()
                     pending["eval_return"] = "" if eval_mean is None else eval_mean
                     start = time.perf_counter() - self.train_seconds  # evaluation time is not training time
+                # -- log, callbacks, checkpoint
                 row, pending = pending, None
-                if logs is not None:
-                    logs.write(row)
-                    self._loggers.log(row)
+                self._log(logs, row)
                 if self.callbacks and self._callbacks_say_stop(row):
                     self.stopped_early = True
                 if eval_due or (cfg.run.checkpoint_every and self.update % cfg.run.checkpoint_every == 0):
                     checkpoint = self.save()
-                    if main and eval_due and row["eval_return"] == self.best_eval:
-                        tmp = checkpoint.with_name(".best.pt.tmp")
-                        shutil.copyfile(checkpoint, tmp)
-                        tmp.replace(checkpoint.with_name("best.pt"))
+                    if eval_due and row["eval_return"] == self.best_eval:
+                        self.checkpoints.mark_best(checkpoint)
                 progress.update(step_batch)
                 progress.set_postfix(sps=int(row["sps"]), refresh=False,
                                      ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
                 if self.stopped_early:
                     break
             checkpoint = self.save()
-            if main:
-                outcome = evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device,
-                                   stop=self.stop, policy=cfg.policy,
-                                   max_episode_steps=cfg.run.eval_max_episode_steps,
-                                   on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
-                                   wrappers=self.eval_env_changes.wrappers())
+            if self.dist.is_main:
+                outcome = self._evaluate(self.stop)
         except Interrupted as exc:
             self._signal = exc.signum
-            if pending is not None and logs is not None:
-                logs.write(pending)
-                self._loggers.log(pending)
-            if self._saved_update != self.update:
+            if pending is not None:
+                self._log(logs, pending)
+            if self.checkpoints.saved_update != self.update:
                 checkpoint = self.save()
         except TrainingError as exc:
-            raise TrainingError(f"{exc}; {self._checkpoint_note()}") from exc
+            raise TrainingError(f"{exc}; {self.checkpoints.note()}") from exc
         finally:
             progress.close()
             if logs is not None:
                 logs.close()
             self.env.close()
-        if self._signal is not None and main:  # after the progress bar's last line
+        if self._signal is not None and self.dist.is_main:  # after the progress bar's last line
             print(f"interrupted by {signal.Signals(self._signal).name}: checkpoint saved to {checkpoint}; "
                   f"continue with --resume {self.run_dir}", file=sys.stderr)
         return self._write_summary(outcome, checkpoint), checkpoint
 
+    def _start(self) -> dict[str | None, Rows]:
+        """Reset the envs for the loop: a fresh run resets with ``seed`` (plus the rank's offset), a resumed one
+        with a seed derived from its update count; callbacks with ``on_train_start`` run first (every rank:
+        restored curriculum state reaches the new envs)."""
+        cfg = self.config
+        offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
+        for callback in self.callbacks:
+            if callable(getattr(callback, "on_train_start", None)):
+                callback.on_train_start(self._context())
+        rows = self.env.reset(seed=cfg.run.seed + offset)
+        self.lanes.restart()
+        return rows
+
+    def _learning_rate(self) -> float:
+        """This update's learning rate (annealed linearly to 0 with ``ppo.anneal_lr``), set on every lane."""
+        cfg = self.config.ppo
+        if not cfg.anneal_lr:
+            return cfg.learning_rate
+        lr = core.linear_schedule(cfg.learning_rate, 0.0, self.update, self.num_updates)
+        self.lanes.set_learning_rate(lr)
+        return lr
+
+    def _log(self, logs: _RunFiles | None, row: dict[str, Any]) -> None:
+        """Write an update's rows (rank 0) and hand them to the loggers."""
+        if logs is not None:
+            logs.write(row)
+            self._loggers.log(row)
+
     def _context(self) -> CallbackContext:
-        return CallbackContext(TrainEnv(self.env, self.config.env.backend), self.eval_env_changes, self.update,
+        return CallbackContext(TrainEnv(self.env), self.eval_env_changes, self.update,
                                self.env_steps, self.config, self.run_dir, self.dist.rank, self.dist.world_size)
 
     def _callbacks_say_stop(self, row: dict[str, Any]) -> bool:
@@ -429,17 +404,20 @@ class Trainer:
             self.stop.request(signal.SIGTERM)  # a rank that saw no signal stops as if terminated
             self.stop.check()
 
+    def _evaluate(self, stop: StopRequest | None) -> EvalResult:
+        """Evaluate the deterministic policy (rank 0) on the run's evaluation envs."""
+        cfg = self.config
+        return evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device, stop=stop,
+                        policy=cfg.policy, max_episode_steps=cfg.run.eval_max_episode_steps,
+                        on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
+                        wrappers=self.eval_env_changes.wrappers())
+
     def _periodic_eval(self) -> float | None:
         """Evaluate the deterministic policy (rank 0; None on the others); track the best mean."""
         if not self.dist.is_main:
             return None
         # under torchrun the other ranks wait in the checkpoint's collective: stop at the next update instead
-        stop = None if self.dist.enabled else self.stop
-        outcome = evaluate(self.agent, self.config.env, self.config.run.eval_episodes, self.config.run.seed,
-                           self.device, stop=stop, policy=self.config.policy,
-                           max_episode_steps=self.config.run.eval_max_episode_steps,
-                           on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
-                           wrappers=self.eval_env_changes.wrappers())
+        outcome = self._evaluate(None if self.dist.enabled else self.stop)
         mean = sum(outcome.returns) / len(outcome.returns)
         if self.best_eval is None or mean > self.best_eval:
             self.best_eval = mean
@@ -471,3 +449,46 @@ class Trainer:
         return summary
 
 
+
+
+def _episode_means(totals: list[float]) -> dict[str, Any]:
+    """``episodic_return`` and ``episodic_length`` from (count, sum of returns, sum of lengths); ``""`` when no
+    episode ended."""
+    count, return_sum, length_sum = totals
+    return {"episodic_return": return_sum / count if count else "",
+            "episodic_length": length_sum / count if count else ""}
+
+
+def _lane_keys(lane_values: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each lane's values as ``<group>/<metric>`` keys of the run's row (for the loggers and callbacks)."""
+    return {f"{name}/{key}": value for name, values in lane_values.items() for key, value in values.items()}
+
+
+class _RunFiles:
+    """metrics.csv and, in a run of several lanes, each lane's ``metrics.<group>.csv`` (shell/logs.py), opened
+    at update ``update`` with the same exactly-once rules."""
+
+    def __init__(self, run_dir: Path, update: int, lanes: list[str]):
+        self.run = RunLogs(run_dir, update)
+        self.lanes = {name: RunLogs(run_dir, update, lane_file(name), LANE_FIELDS) for name in lanes}
+
+    def done_rows(self) -> list[dict[str, Any]]:
+        """The rows of the updates already done, as numbers, with each lane's values as ``<group>/<metric>``."""
+        by_update = {name: {r["update"]: r for r in logs.done_rows} for name, logs in self.lanes.items()}
+        rows = []
+        for row in self.run.done_rows:
+            lane_values = {name: {k: v for k, v in found[row["update"]].items() if k not in ("update", "env_steps")}
+                           for name, found in by_update.items() if row["update"] in found}
+            rows.append(numeric({**row, **_lane_keys(lane_values)}))
+        return rows
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.run.write(row)
+        for name, logs in self.lanes.items():
+            logs.write({"update": row["update"], "env_steps": row["env_steps"],
+                        **{key: row[f"{name}/{key}"] for key in LANE_FIELDS[2:]}})
+
+    def close(self) -> None:
+        self.run.close()
+        for logs in self.lanes.values():
+            logs.close()

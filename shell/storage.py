@@ -197,11 +197,3 @@ class RolloutStorage:
                 mb[key] = mb[key].flatten()
             mb["states"] = states[mb_inds]
             yield mb
-
-
-class GroupStorage:
-    """One :class:`RolloutStorage` per group of agents (``parts``), all of ``num_steps`` steps."""
-
-    def __init__(self, parts: dict[str, RolloutStorage]):
-        self.parts = parts
-        self.num_steps = next(iter(parts.values())).num_steps

@@ -5,7 +5,7 @@ This ``__init__`` only re-exports the names other code imports from ``shell.envs
 package import their siblings directly.
 """
 
-from shell.envs.base import StepResult, VecEnv, check_action_space
+from shell.envs.base import LaneEnv, LaneSpec, OneLane, Rows, StepResult, VecEnv, check_action_space
 from shell.envs.gymnasium import (
     GymVecEnv,
     atari_wrappers,
@@ -15,8 +15,18 @@ from shell.envs.gymnasium import (
     user_wrappers,
     vec_from_factory,
 )
-from shell.envs.registry import BACKENDS, backend, check_config, check_eval_env, eval_env_config, make_env
+from shell.envs.registry import (
+    BACKENDS,
+    backend,
+    check_config,
+    check_eval_env,
+    eval_env_config,
+    factory_backend,
+    make_env,
+    make_lanes,
+)
 
-__all__ = ["BACKENDS", "GymVecEnv", "StepResult", "VecEnv", "atari_wrappers",
-           "autoreset_mode", "backend", "check_action_space", "check_config", "check_eval_env", "eval_env_config",
-           "import_object", "make_env", "sub_env_wrappers", "user_wrappers", "vec_from_factory"]
+__all__ = ["BACKENDS", "GymVecEnv", "LaneEnv", "LaneSpec", "OneLane", "Rows", "StepResult", "VecEnv",
+           "atari_wrappers", "autoreset_mode", "backend", "check_action_space", "check_config", "check_eval_env",
+           "eval_env_config", "factory_backend", "import_object", "make_env", "make_lanes", "sub_env_wrappers",
+           "user_wrappers", "vec_from_factory"]

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from shell.config import EnvConfig
+from shell.config import EnvConfig, PolicyConfig
 from shell.envs.base import backend_error, refuse_wrappers
 from shell.envs.gymnasium import GymVecEnv, import_env_package
 from shell.errors import ConfigError, first_line
@@ -39,9 +39,9 @@ def eval_config(cfg: EnvConfig) -> EnvConfig:
 
 
 def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
-         wrappers: list | None = None) -> GymVecEnv:
+         wrappers: list | None = None, policy: PolicyConfig | None = None) -> GymVecEnv:
     """The vector env of :func:`make_vector_env` behind :class:`GymVecEnv` (which handles a lost life)."""
-    return GymVecEnv(GymnasiumFinalObs(make_vector_env(cfg, num_envs)), cfg, device, name=cfg.id)
+    return GymVecEnv(GymnasiumFinalObs(make_vector_env(cfg, num_envs)), cfg, device, name=cfg.id, sub_envs=False)
 
 
 class GymnasiumFinalObs(gym.vector.VectorWrapper):

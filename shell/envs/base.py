@@ -18,7 +18,7 @@ A backend is a module listed in :data:`shell.envs.registry.BACKENDS` with three 
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -62,6 +62,131 @@ class StepResult(NamedTuple):
     episode_return: torch.Tensor | None
     episode_length: torch.Tensor | None
     episode_start: torch.Tensor | None = None
+    valid: torch.Tensor | None = None
+    action_mask: torch.Tensor | None = None
+    ended: torch.Tensor | None = None
+
+
+class Rows(NamedTuple):
+    """One lane's rows to act on: what a lane env's reset returns per lane, and what a step's
+    :class:`StepResult` carries for the next step (its ``obs``, ``valid`` and ``action_mask``).
+
+    Attributes:
+        obs: ``[N, ...]`` the observation (or a dict of parts, shell/observations.py).
+        valid: ``[N]`` bool, the rows whose next step is a real transition (DESIGN.md, "Rows and the
+            validity mask").
+        action_mask: ``[N, A]`` bool, the legal actions of ``obs``; None for a lane without masks.
+    """
+
+    obs: Obs
+    valid: torch.Tensor
+    action_mask: torch.Tensor | None = None
+
+
+class LaneSpec(NamedTuple):
+    """What a lane's policy, storage and evaluation are built from: static for the env's life.
+
+    Attributes:
+        observation_space: one row's observation space, as the policy sees it.
+        action_space: one row's action space.
+        num_envs: the lane's rows ``N`` (copies times the lane's agents per copy).
+        rows_per_copy: the lane's rows in each copy of the env, copy-major (1 for a single-agent env).
+        agents: the lane's agents in row order within a copy (None for a single-agent env).
+    """
+
+    observation_space: spaces.Space
+    action_space: spaces.Space
+    num_envs: int
+    rows_per_copy: int = 1
+    agents: list[str] | None = None
+
+
+class LaneEnv(Protocol):
+    """The env contract the trainer, the evaluation and inference use (DESIGN.md, "The fourth round"):
+    records, not attributes. ``lanes`` names each lane (one per group of agents; ``None`` for a
+    single-agent env) with its :class:`LaneSpec`; ``copies`` is the number of env copies (sub-envs);
+    ``reset(seed) -> {lane: Rows}``; ``step({lane: action [N, ...]}) -> {lane: StepResult}``, each result
+    with ``valid``, ``action_mask`` (of its ``obs``) and ``ended`` (``[copies]`` bool: the copy's episode
+    ended at this step) filled; ``mask_sources() -> {lane: str | None}`` (where each lane's masks come
+    from, settled by the first reset); ``render()`` (copy 0's frame), ``close()``, and ``call``,
+    ``get_attr``, ``set_attr`` on every sub-env for callbacks (ConfigError where a backend has no
+    gymnasium sub-envs)."""
+
+    lanes: dict[str | None, LaneSpec]
+    copies: int
+    device: torch.device
+    max_episode_steps: int | None
+    render_fps: int | None  # the frame rate of render()'s frames (the env's metadata), None where unknown
+
+    def reset(self, seed: int | None = None) -> dict[str | None, Rows]: ...
+
+    def step(self, actions: dict[str | None, torch.Tensor]) -> dict[str | None, StepResult]: ...
+
+    def mask_sources(self) -> dict[str | None, str | None]: ...
+
+    def render(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def no_sub_envs(backend: str, what: str) -> ConfigError:
+    """The one-line refusal of a callback's ``what`` on a backend without gymnasium sub-envs."""
+    return ConfigError(f"a callback's {what}: env.backend = {backend!r} has no gymnasium sub-envs to change; a "
+                       "curriculum needs env.backend = 'gymnasium'")
+
+
+class OneLane:
+    """A single-agent backend's vector env (:class:`VecEnv`) as a :class:`LaneEnv` of one lane, named
+    ``None``, whose rows are the N sub-envs (one copy each).
+
+    Args:
+        env: the backend's vector env (closed with this object).
+        backend: the backend's name, for messages.
+    """
+
+    def __init__(self, env: VecEnv, backend: str = "gymnasium"):
+        self.env, self.backend = env, backend
+        self.lanes = {None: LaneSpec(env.observation_space, env.action_space, env.num_envs)}
+        self.copies = env.num_envs
+        self.device = env.device
+        self.max_episode_steps = env.max_episode_steps
+        self.render_fps = getattr(env, "render_fps", None)
+
+    def reset(self, seed: int | None = None) -> dict[str | None, Rows]:
+        obs = self.env.reset(seed=seed)
+        return {None: Rows(obs, self.env.valid, self.env.action_mask)}
+
+    def step(self, actions: dict[str | None, torch.Tensor]) -> dict[str | None, StepResult]:
+        step = self.env.step(actions[None])
+        return {None: step._replace(valid=self.env.valid, action_mask=self.env.action_mask,
+                                    ended=step.terminated | step.truncated)}
+
+    def mask_sources(self) -> dict[str | None, str | None]:
+        return {None: getattr(self.env, "mask_source", None)}
+
+    def render(self) -> Any:
+        """Sub-env 0's frame (``render_mode = "rgb_array"``)."""
+        frames = self.env.render()
+        return frames[0] if isinstance(frames, (tuple, list)) else frames
+
+    def _sub_envs(self, what: str) -> Any:
+        sub_envs = getattr(self.env, "sub_envs", None)
+        vector = sub_envs() if callable(sub_envs) else None
+        if vector is None:
+            raise no_sub_envs(self.backend, what)
+        return vector
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        return self._sub_envs(f"call({name!r})").call(name, *args, **kwargs)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return self._sub_envs(f"get_attr({name!r})").get_attr(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        self._sub_envs(f"set_attr({name!r})").set_attr(name, values)
+
+    def close(self) -> None:
+        self.env.close()
 
 
 class VecEnv(Protocol):

@@ -16,7 +16,7 @@ import attrs
 import gymnasium as gym
 import torch
 
-from shell.config import EnvConfig
+from shell.config import EnvConfig, PolicyConfig
 from shell.envs.base import backend_error, refuse_wrappers
 from shell.envs.envpool_import import envpool_registration
 from shell.envs.gymnasium import GymVecEnv
@@ -45,10 +45,10 @@ def eval_config(cfg: EnvConfig) -> EnvConfig:
 
 
 def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
-         wrappers: list | None = None) -> GymVecEnv:
+         wrappers: list | None = None, policy: PolicyConfig | None = None) -> GymVecEnv:
     """EnvPool's vector env of ``cfg.id``, rebuilt with the seed of a seeded reset (:class:`SeededPool`)."""
     pool = SeededPool(make_vector_env(cfg, num_envs), lambda seed: make_vector_env(cfg, num_envs, seed))
-    return GymVecEnv(pool, cfg, device, name=cfg.id)
+    return GymVecEnv(pool, cfg, device, name=cfg.id, sub_envs=False)
 
 
 class SeededPool(gym.vector.VectorWrapper):

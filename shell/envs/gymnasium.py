@@ -18,7 +18,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from shell.actions import to_env_action
-from shell.config import EnvConfig
+from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space
 from shell.errors import ConfigError, TrainingError, first_line
@@ -327,8 +327,9 @@ class GymVecEnv:
     """
 
     def __init__(self, vector_env: gym.vector.VectorEnv, cfg: EnvConfig, device: torch.device,
-                 name: str | None = None):
+                 name: str | None = None, sub_envs: bool = True):
         self._id = name  # for messages
+        self._has_sub_envs = sub_envs  # False for a C++ pool (ale, envpool): no gymnasium sub-envs
         try:
             mode = autoreset_mode(vector_env)
         except ConfigError:
@@ -377,6 +378,20 @@ class GymVecEnv:
 
     def _encode(self, obs: Any) -> Obs:
         return to_tensor(obs, self.layout, self.device)
+
+    def sub_envs(self) -> gym.vector.VectorEnv | None:
+        """The gymnasium vector env whose sub-envs callbacks may change (``call``, ``get_attr``, ``set_attr``
+        reach through their wrappers); None for a C++ pool."""
+        return self.env.unwrapped if self._has_sub_envs else None
+
+    def render(self) -> Any:
+        """The sub-envs' frames (``render_mode = "rgb_array"``)."""
+        return self.env.render()
+
+    @property
+    def render_fps(self) -> int | None:
+        """The frame rate of the sub-envs' frames (their metadata's ``render_fps``)."""
+        return (self.env.metadata or {}).get("render_fps")
 
     @property
     def valid(self) -> torch.Tensor:
@@ -521,7 +536,7 @@ def eval_config(cfg: EnvConfig) -> EnvConfig:
 
 
 def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
-         wrappers: list | None = None) -> GymVecEnv:
+         wrappers: list | None = None, policy: PolicyConfig | None = None) -> GymVecEnv:
     """``num_envs`` copies of ``cfg.id`` through ``gymnasium.make_vec`` (SAME_STEP), each wrapped by
     :func:`sub_env_wrappers` and then ``wrappers``.
 
@@ -532,7 +547,8 @@ def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str |
 
 
 def from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: int, device: torch.device,
-                 render_mode: str | None = None, wrappers: list | None = None) -> GymVecEnv:
+                 render_mode: str | None = None, wrappers: list | None = None,
+                 policy: PolicyConfig | None = None) -> GymVecEnv:
     """``num_envs`` copies of a user's ``factory()`` (see :func:`vec_from_factory`)."""
     return GymVecEnv(vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), cfg, device)
 

@@ -49,12 +49,11 @@ from gymnasium import spaces
 from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
-from shell.envs.base import StepResult, check_action_space
+from shell.envs.base import LaneSpec, Rows, StepResult, check_action_space, no_sub_envs
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
 
-MULTI_AGENT = True  # the registry passes the policy config (agent_id, critic) to make and from_factory
 CRITICS = ("local", "state", "concat")
 
 
@@ -322,11 +321,11 @@ class AsyncCopies:
 class GroupRows:
     """One group's agents in the N copies as ``N * M`` rows: what that group's policy, storage and collector see.
 
-    It has what a :class:`shell.rollout.Collector` and the policy read of the env layer's interface:
-    ``num_envs`` (the rows), ``observation_space`` / ``action_space`` (one agent's, as the policy sees it),
-    ``valid [N*M]``, ``action_mask`` and ``max_episode_steps``; resets and steps are the copies', all groups
-    together (:meth:`ParallelVecEnv.reset`, :meth:`ParallelVecEnv.step_groups`). Also ``agents`` (the
-    group's, in row order), ``rows_per_env = M`` and ``copies = N``.
+    It holds what the group's lane (:class:`shell.envs.base.LaneSpec`, :class:`shell.envs.base.Rows`) is made
+    of: ``num_envs`` (the rows), ``observation_space`` / ``action_space`` (one agent's, as the policy sees it),
+    ``valid [N*M]`` and ``action_mask``; resets and steps are the copies', all groups together
+    (:meth:`ParallelVecEnv.reset`, :meth:`ParallelVecEnv.step`). Also ``agents`` (the group's, in row order),
+    ``rows_per_env = M`` and ``copies = N``.
     """
 
     def __init__(self, parent: ParallelVecEnv, group: str, agents: list[str], cfg: EnvConfig, policy: PolicyConfig):
@@ -522,6 +521,8 @@ class GroupRows:
         dev = self.device
         done, ret, steps = self._episode
         return StepResult(obs=obs, reward=torch.as_tensor(self._reward, device=dev),
+                          valid=self.valid, action_mask=self.action_mask,
+                          ended=torch.as_tensor(done.reshape(self.copies, self.rows_per_env)[:, 0], device=dev),
                           terminated=torch.as_tensor(self._terminated, device=dev),
                           truncated=torch.as_tensor(self._truncated, device=dev), final_obs=final_obs,
                           episode_done=torch.as_tensor(done, device=dev),
@@ -540,11 +541,9 @@ class GroupRows:
 class ParallelVecEnv:
     """N copies of a PettingZoo ``ParallelEnv``; its agents in groups (:attr:`groups`, :class:`GroupRows`).
 
-    Where the env has one group, this object is that group's vector env (the env layer's interface:
-    ``num_envs``, ``observation_space``, ``valid``, ``reset``, ``step``, ... are the group's). With several,
-    :meth:`reset` returns ``{group: obs}`` and :meth:`step_groups` takes ``{group: action}``: all groups act
-    in the same joint step. Copy i is seeded ``seed + i`` at a reset; a copy whose last agent is done resets
-    in the same step (SAME_STEP).
+    A :class:`shell.envs.base.LaneEnv` with a lane per group: :meth:`reset` returns ``{group: Rows}`` and
+    :meth:`step` takes ``{group: action}``: all groups act in the same joint step. Copy i is seeded
+    ``seed + i`` at a reset; a copy whose last agent is done resets in the same step (SAME_STEP).
 
     Args:
         envs: the N parallel envs (closed with this object).
@@ -599,32 +598,30 @@ class ParallelVecEnv:
         self._cap = cfg.max_episode_steps
         self._length = np.zeros(self.copies, dtype=np.int64)
 
-    # -- one group: this env is that group's vector env
-    def _only(self) -> GroupRows:
-        if len(self.groups) != 1:
-            raise AttributeError(f"env {self.name!r} has {len(self.groups)} groups of agents; use .groups")
-        return next(iter(self.groups.values()))
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("num_envs", "observation_space", "action_space", "valid", "action_mask", "agents",
-                    "rows_per_env", "mask_source", "layout", "group"):
-            return getattr(self._only(), name)
-        raise AttributeError(name)
+    @property
+    def lanes(self) -> dict[str, LaneSpec]:
+        """A lane per group of agents (:class:`shell.envs.base.LaneSpec`), in the group order."""
+        return {g: LaneSpec(rows.observation_space, rows.action_space, rows.num_envs, rows.rows_per_env,
+                            list(rows.agents)) for g, rows in self.groups.items()}
 
     @property
-    def group_agents(self) -> dict[str, list[str]]:
-        return {g: rows.agents for g, rows in self.groups.items()}
+    def render_fps(self) -> int | None:
+        """The frame rate of the env's frames (its metadata's ``render_fps``)."""
+        return (getattr(self.probe, "metadata", None) or {}).get("render_fps")
 
-    def reset(self, seed: int | None = None) -> Any:
-        """Reset every copy (copy i seeded ``seed + i``): ``{group: obs}``, or the one group's obs.
+    def mask_sources(self) -> dict[str, str | None]:
+        """Where each group's masks come from (settled by the first reset)."""
+        return {g: rows.mask_source for g, rows in self.groups.items()}
+
+    def reset(self, seed: int | None = None) -> dict[str, Rows]:
+        """Reset every copy (copy i seeded ``seed + i``): each group's :class:`shell.envs.base.Rows`.
 
         Raises:
             TrainingError: an env raised on reset.
             ConfigError: the first reset finds no mask where one is asked, or a mask of the wrong shape.
         """
         self._reset({i: None if seed is None else seed + i for i in range(self.copies)}, at_reset=True)
-        out = {g: rows.reset_observation() for g, rows in self.groups.items()}
-        return out if len(out) > 1 else next(iter(out.values()))
+        return {g: Rows(rows.reset_observation(), rows.valid, rows.action_mask) for g, rows in self.groups.items()}
 
     def _copies(self, call: Callable[[], Any], where: str) -> Any:
         """A call into the copies; what an env raises ends training in one line (TrainingError)."""
@@ -643,14 +640,10 @@ class ParallelVecEnv:
             for rows in self.groups.values():
                 rows.copy_reset(i, obs, infos, set(agents), at_reset)
 
-    def step(self, action: torch.Tensor) -> StepResult:
-        """Step every copy with the one group's actions (see :meth:`step_groups`)."""
-        only = self._only()
-        return self.step_groups({only.group: action})[only.group]
-
-    def step_groups(self, actions: dict[str, torch.Tensor]) -> dict[str, StepResult]:
+    def step(self, actions: dict[str, torch.Tensor]) -> dict[str, StepResult]:
         """One joint step of every copy: each group's ``[N*M_g]`` actions (those of rows that are not valid are
-        never sent) -> each group's :class:`StepResult`. A copy whose last agent is done resets (SAME_STEP).
+        never sent) -> each group's :class:`StepResult`, with the ``valid`` rows, the ``action_mask`` of its
+        ``obs`` and the copies whose episode ``ended``. A copy whose last agent is done resets (SAME_STEP).
 
         Raises:
             TrainingError: an env raised.
@@ -691,6 +684,15 @@ class ParallelVecEnv:
     def render(self) -> Any:
         """Copy 0's frame (``render_mode = "rgb_array"``)."""
         return self.copy_envs.render()
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        raise no_sub_envs("pettingzoo", f"call({name!r})")
+
+    def get_attr(self, name: str) -> Any:
+        raise no_sub_envs("pettingzoo", f"get_attr({name!r})")
+
+    def set_attr(self, name: str, values: Any) -> None:
+        raise no_sub_envs("pettingzoo", f"set_attr({name!r})")
 
     def close(self) -> None:
         """Close every copy (and the one that answers for the spaces); never raises."""
@@ -770,7 +772,10 @@ def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str |
 
 
 def from_factory(factory: Callable[[], Any], cfg: EnvConfig, num_envs: int, device: torch.device,
-                 render_mode: str | None = None, policy: PolicyConfig | None = None) -> ParallelVecEnv:
+                 render_mode: str | None = None, wrappers: list | None = None,
+                 policy: PolicyConfig | None = None) -> ParallelVecEnv:
     """``num_envs`` copies of a user's ``factory()`` returning a ``pettingzoo.ParallelEnv``."""
+    if wrappers:
+        raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
     name = getattr(factory, "__name__", None) or type(factory).__name__
     return _build(factory, cfg, num_envs, device, render_mode, policy, name)

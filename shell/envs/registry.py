@@ -18,7 +18,7 @@ import torch
 
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import gymnasium as gymnasium_backend
-from shell.envs.base import VecEnv
+from shell.envs.base import LaneEnv, OneLane
 from shell.errors import ConfigError
 
 BACKENDS = {
@@ -29,6 +29,13 @@ BACKENDS = {
     "pettingzoo": "shell.envs.pettingzoo",  # PettingZoo Parallel-API multi-agent envs, agents as rows
 }
 """``env.backend`` name -> module path."""
+
+MULTI_AGENT = {"pettingzoo"}
+"""Backends of several agents: their ``make`` and ``from_factory`` (a factory of their own kind of env) return a
+:class:`shell.envs.base.LaneEnv` with a lane per group of agents; every other backend's vector env is one lane."""
+
+RENDERS = {"gymnasium", "pettingzoo"}
+"""Backends that render (``render_mode``) and take sub-env ``wrappers`` (pettingzoo refuses wrappers itself)."""
 
 
 def backend(name: str) -> ModuleType:
@@ -75,23 +82,32 @@ def check_eval_env(cfg: EnvConfig, device: torch.device) -> None:
                           f"{eval_cfg.backend}'s env of the same id (or set run.eval_episodes = 0)") from None
 
 
+def factory_backend(name: str) -> str:
+    """The backend that runs a user's env factory under ``env.backend = name``: the multi-agent backends take
+    factories of their own kind of env; a factory with any other backend makes gymnasium envs."""
+    return name if name in MULTI_AGENT else "gymnasium"
+
+
 def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,
              wrappers: list[Callable[[gym.Env], gym.Env]] | None = None, source: Any = None,
-             policy: PolicyConfig | None = None) -> VecEnv:
-    """Build the configured vector env (``num_envs`` defaults to ``cfg.num_envs``) on ``cfg.backend``.
+             policy: PolicyConfig | None = None) -> Any:
+    """Build the configured backend's own vector env (``num_envs`` defaults to ``cfg.num_envs``) on
+    ``cfg.backend``: a :class:`shell.envs.base.VecEnv` of a single-agent backend, or a multi-agent backend's
+    :class:`shell.envs.base.LaneEnv`. The trainer, the evaluation and inference use :func:`make_lanes`.
 
     ``wrappers`` (callables env -> env) wrap each sub-env, as in ``gym.make_vec``, outside the
     config's own (:func:`shell.envs.gymnasium.sub_env_wrappers`); they and ``render_mode`` need the
-    gymnasium backend. ``source`` replaces the config's id: a ``Callable[[], gymnasium.Env]``
-    factory, or a ready ``gymnasium.vector.VectorEnv`` (used as it is: ``num_envs``,
-    ``render_mode`` and ``wrappers`` do not apply to it); both run on the gymnasium backend,
-    except a factory with ``env.backend = "pettingzoo"`` (a ``Callable[[], pettingzoo.ParallelEnv]``).
-    ``policy`` shapes the rows of a multi-agent backend (``policy.agent_id``, ``policy.critic``).
+    gymnasium backend (a multi-agent backend renders too). ``source`` replaces the config's id: a
+    ``Callable[[], gymnasium.Env]`` factory, or a ready ``gymnasium.vector.VectorEnv`` (used as it is:
+    ``num_envs``, ``render_mode`` and ``wrappers`` do not apply to it); both run on the gymnasium backend,
+    except a factory with a multi-agent backend (``env.backend = "pettingzoo"``: a
+    ``Callable[[], pettingzoo.ParallelEnv]``). ``policy`` shapes the rows of a multi-agent backend
+    (``policy.agent_id``, ``policy.critic``); the other backends take it and ignore it.
 
     Raises:
         ConfigError: unknown env id or backend, missing optional extra, unsupported space, an id
-            the backend does not have, rendering or wrappers asked of a backend other than
-            gymnasium, or an ``env.wrappers`` entry that cannot be imported or built.
+            the backend does not have, rendering or wrappers asked of a backend that cannot serve them,
+            or an ``env.wrappers`` entry that cannot be imported or built.
     """
     num_envs = num_envs or cfg.num_envs
     if isinstance(source, gym.vector.VectorEnv):
@@ -100,13 +116,21 @@ def make_env(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, 
         if not callable(source):
             raise ConfigError(f"env must be an id, a Callable[[], gymnasium.Env] or a gymnasium.vector.VectorEnv, "
                               f"not {type(source).__name__}")
-        module = backend(cfg.backend)
-        if getattr(module, "MULTI_AGENT", False):
-            return module.from_factory(source, cfg, num_envs, device, render_mode, policy)
-        return gymnasium_backend.from_factory(source, cfg, num_envs, device, render_mode, wrappers)
+        return backend(factory_backend(cfg.backend)).from_factory(source, cfg, num_envs, device, render_mode,
+                                                                  wrappers, policy)
     module = backend(cfg.backend)
-    if getattr(module, "MULTI_AGENT", False):
-        return module.make(cfg, num_envs, device, render_mode, wrappers, policy)
-    if module is not gymnasium_backend and (render_mode is not None or wrappers):
+    if cfg.backend not in RENDERS and (render_mode is not None or wrappers):
         raise ConfigError("rendering and wrappers need env.backend = 'gymnasium'")
-    return module.make(cfg, num_envs, device, render_mode, wrappers)
+    return module.make(cfg, num_envs, device, render_mode, wrappers, policy)
+
+
+def make_lanes(cfg: EnvConfig, device: torch.device, num_envs: int | None = None, render_mode: str | None = None,
+               wrappers: list[Callable[[gym.Env], gym.Env]] | None = None, source: Any = None,
+               policy: PolicyConfig | None = None) -> LaneEnv:
+    """:func:`make_env` as the env contract the trainer, the evaluation and inference use
+    (:class:`shell.envs.base.LaneEnv`): a multi-agent backend's env as it is, a single-agent backend's
+    vector env as one lane (:class:`shell.envs.base.OneLane`). Arguments and errors: :func:`make_env`."""
+    env = make_env(cfg, device, num_envs, render_mode, wrappers, source, policy)
+    if cfg.backend in MULTI_AGENT and not isinstance(source, gym.vector.VectorEnv):
+        return env
+    return OneLane(env, "gymnasium" if source is not None else cfg.backend)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.config import EnvConfig
+from shell.config import EnvConfig, PolicyConfig
 from shell.envs.base import StepResult, refuse_wrappers
 from shell.errors import ConfigError
 
@@ -175,7 +175,7 @@ def eval_config(cfg: EnvConfig) -> EnvConfig:
 
 
 def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
-         wrappers: list | None = None) -> TorchVecEnv:
+         wrappers: list | None = None, policy: PolicyConfig | None = None) -> TorchVecEnv:
     """``num_envs`` copies of ``cfg.id``'s torch env, state on ``device``.
 
     Raises:

@@ -10,9 +10,9 @@
 
 from shell.policies.actor_critic import ActorCritic
 from shell.policies.encoders import make_encoder
-from shell.policies.groups import AgentGroups
+from shell.policies.groups import AgentGroups, lane_spaces, lanes_policy
 from shell.policies.heads import ActionSample, CategoricalActor, SquashedGaussianActor, default_ent_coef, make_actor
 from shell.policies.layers import ACTIVATIONS, Tanh, mlp
 
 __all__ = ["ACTIVATIONS", "ActionSample", "ActorCritic", "AgentGroups", "CategoricalActor", "SquashedGaussianActor",
-           "Tanh", "default_ent_coef", "make_actor", "make_encoder", "mlp"]
+           "Tanh", "default_ent_coef", "lane_spaces", "lanes_policy", "make_actor", "make_encoder", "mlp"]

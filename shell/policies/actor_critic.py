@@ -70,6 +70,10 @@ class ActorCritic(nn.Module):
         #: for a policy trained without masks. A masked policy acts only with its mask (shell.inference.Policy).
         self.action_mask_source: str | None = None
 
+    def lanes(self) -> dict[None, ActorCritic]:
+        """The run's one lane: ``{None: self}`` (see :func:`shell.policies.groups.lanes_policy`)."""
+        return {None: self}
+
     @property
     def mask_size(self) -> int | None:
         """The size of one action mask ``[A]`` (Discrete n, MultiDiscrete sum(nvec), MultiBinary n); None for Box."""

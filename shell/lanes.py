@@ -1,0 +1,178 @@
+"""A run's learners: one lane per group of agents (DESIGN.md, "The fourth round"). A single-agent env is one lane.
+
+A lane holds its policy (an :class:`shell.policies.ActorCritic`), its normalisers (observations, in the
+policy; rewards, a :class:`shell.normalization.RewardScaler`), its ``[T, N]`` storage, its PPO update and
+optimiser state, and its part of the rollout (:class:`shell.rollout.LaneRollout`). :class:`Lanes` builds
+them from the env's lanes (:class:`shell.envs.base.LaneSpec`), drives one :class:`shell.rollout.Collector`
+over all of them in joint steps, walks them in one update loop, and lays them out in checkpoints as
+today's files have them: a run of one lane keeps a single-agent run's keys (``model``, ``optimizer``,
+``reward_scaler`` of the one policy), a run of several has each keyed by group.
+
+This module and the env layer are the only places that know whether a run has one lane or several.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from shell.checkpoint import space_to_data
+from shell.config import Config
+from shell.distributed import Dist
+from shell.envs.base import LaneEnv, Rows
+from shell.inference import agent_for_spaces
+from shell.normalization import RewardScaler
+from shell.policies import ActorCritic, default_ent_coef, lanes_policy
+from shell.ppo import PPO
+from shell.rollout import Collector, LaneRollout
+from shell.storage import RolloutStorage
+
+LANE_METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "grad_norm",
+                "epochs")
+"""A lane's own update metrics, as ``metrics.<group>.csv`` holds them (a run of several lanes)."""
+
+
+class Lane:
+    """One group of agents' learner (see the module doc).
+
+    Attributes:
+        name: the group (None for a single-agent env).
+        agent: its actor-critic, on the run's device.
+        reward_scaler: its reward scaler.
+        ent_coef: its entropy coefficient (``ppo.ent_coef``, else the default of its action space).
+        ppo: its PPO update (and optimiser).
+        storage: its ``[T, N]`` rollout storage.
+        rollout: its part of the rollout.
+    """
+
+    def __init__(self, name: str | None, agent: ActorCritic, rows: int, config: Config, device: torch.device,
+                 generator: torch.Generator, dist: Dist):
+        self.name, self.agent = name, agent
+        self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
+                                          config.env.reward_clip).to(device)
+        self.ent_coef = config.ppo.ent_coef if config.ppo.ent_coef is not None else default_ent_coef(agent.action_space)
+        dist.broadcast_parameters(agent)
+        seq_len = (config.policy.seq_len or config.ppo.num_steps) if agent.recurrent else 0
+        self.ppo = PPO(agent, config.ppo, self.ent_coef, generator, dist, seq_len)
+        # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
+        state = agent.initial_state(1, device)
+        # one storage row per env row: a multi-agent env's copies times the lane's agents
+        self.storage = RolloutStorage(config.ppo.num_steps, rows, agent.layout, agent.actor.raw_action_shape,
+                                      agent.actor.raw_action_dtype, device,
+                                      state_size=0 if state is None else state.shape[1])
+        self.rollout = LaneRollout(agent, self.storage, self.reward_scaler, config, generator, dist)
+
+
+class Lanes:
+    """Every lane of a run (see the module doc), built for ``env``'s lanes in their order.
+
+    Every lane's initial parameters come from ``config.run.seed`` (torch's global RNG under ``fork_rng``,
+    so the caller's is left as it was): the same on every rank.
+
+    Args:
+        env: the run's lane env.
+        config: the run's config.
+        device: where the lanes live.
+        generator: the rank's generator (sampling and minibatch order; the lanes draw in lane order).
+        dist: the process group.
+
+    Raises:
+        ConfigError: a space the policies cannot serve.
+    """
+
+    def __init__(self, env: LaneEnv, config: Config, device: torch.device, generator: torch.Generator, dist: Dist):
+        specs = env.lanes
+        with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+            torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
+            agents = {name: agent_for_spaces(spec.observation_space, spec.action_space, config)
+                      for name, spec in specs.items()}
+        self.lanes = {name: Lane(name, agents[name].to(device), spec.num_envs, config, device, generator, dist)
+                      for name, spec in specs.items()}
+        #: the run's policy as checkpoints store it (one ActorCritic, or an AgentGroups by group)
+        self.agent = lanes_policy({name: lane.agent for name, lane in self.lanes.items()})
+        self.collector = Collector(env, {name: lane.rollout for name, lane in self.lanes.items()},
+                                   config.ppo.num_steps)
+        agent_lists = {name: spec.agents for name, spec in specs.items() if spec.agents is not None}
+        # the spaces as plain data, in every checkpoint: the policy loads without the env (shell/inference.py)
+        self.spaces: dict[str, Any] = {"observation": space_to_data(self.agent.observation_space),
+                                       "action": space_to_data(self.agent.action_space)}
+        if agent_lists:  # a multi-agent env's rows: load_policy maps agent dicts
+            self.spaces["agents"] = agent_lists
+
+    @property
+    def only(self) -> Lane:
+        """The lane of a run of one (ValueError for a run of several)."""
+        if self.several:
+            raise ValueError(f"the run has {len(self.lanes)} lanes {list(self.lanes)}; pick one from .lanes")
+        return next(iter(self.lanes.values()))
+
+    @property
+    def several(self) -> bool:
+        """More than one lane: the run writes a metrics file per lane."""
+        return len(self.lanes) > 1
+
+    # ------------------------------------------------------------------ the loop's steps
+    def restart(self) -> None:
+        """The env was reset (:meth:`shell.rollout.Collector.restart`)."""
+        self.collector.restart()
+
+    def collect(self, rows: dict[str | None, Rows],
+                poll: Callable[[int], None]) -> tuple[dict[str | None, Rows], dict[str | None, torch.Tensor]]:
+        """One rollout of every lane (:meth:`shell.rollout.Collector.collect`)."""
+        return self.collector.collect(rows, poll)
+
+    def set_learning_rate(self, lr: float) -> None:
+        for lane in self.lanes.values():
+            lane.ppo.set_learning_rate(lr)
+
+    def update(self, poll: Callable[[], None] | None = None
+               ) -> tuple[dict[str, torch.Tensor], dict[str | None, dict[str, torch.Tensor]]]:
+        """Each lane's PPO update on its rollout, in lane order.
+
+        Returns:
+            The run's metrics (0-d device tensors: the one lane's, or the mean over the lanes of each), and
+            each lane's own.
+        """
+        outs = {name: lane.ppo.update(lane.storage, poll) for name, lane in self.lanes.items()}
+        if not self.several:
+            return next(iter(outs.values())), outs
+        first = next(iter(outs.values()))
+        return {key: torch.stack([out[key] for out in outs.values()]).mean() for key in first}, outs
+
+    @staticmethod
+    def episode_totals(per_lane: dict[str | None, torch.Tensor]) -> torch.Tensor:
+        """The run's ``[3]`` episode totals from each lane's: the first lane's count and lengths (an episode is
+        a copy's), and the return summed over every lane's agents."""
+        totals = iter(per_lane.values())
+        episodes = next(totals).clone()
+        if len(per_lane) > 1:
+            episodes[1] = sum(t[1] for t in per_lane.values())
+        return episodes
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """``model``, ``optimizer`` and ``reward_scaler`` as checkpoints hold them (see the module doc)."""
+        if not self.several:
+            lane = next(iter(self.lanes.values()))
+            return {"model": lane.agent.state_dict(), "optimizer": lane.ppo.optimizer.state_dict(),
+                    "reward_scaler": lane.reward_scaler.state_dict()}
+        return {"model": self.agent.state_dict(),
+                "optimizer": {name: lane.ppo.optimizer.state_dict() for name, lane in self.lanes.items()},
+                "reward_scaler": self._scalers().state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The optimiser and reward-scaler state of :meth:`state_dict` (the weights load through
+        :func:`shell.inference.load_weights`, which checks the spaces)."""
+        if not self.several:
+            lane = next(iter(self.lanes.values()))
+            lane.ppo.optimizer.load_state_dict(state["optimizer"])
+            lane.reward_scaler.load_state_dict(state["reward_scaler"])
+            return
+        for name, lane in self.lanes.items():
+            lane.ppo.optimizer.load_state_dict(state["optimizer"][name])
+        self._scalers().load_state_dict(state["reward_scaler"])
+
+    def _scalers(self) -> torch.nn.ModuleDict:
+        return torch.nn.ModuleDict({name: lane.reward_scaler for name, lane in self.lanes.items()})
