@@ -1,11 +1,17 @@
-"""Run dirs written by an old version (tests/fixtures/runs_ee468a1, commit ee468a1) still work.
+"""Run dirs written by old versions (tests/fixtures/runs_<commit>) still work.
 
-For each fixture, a copy must evaluate (``main.py eval``), export (``main.py export --format pt2``),
-resume for one more update from its checkpoint, and load with ``shell.load_policy``. The fixtures
-keep config.toml, summary.json, metrics.csv, versions.json and the final checkpoint only. They were
-written by a clean checkout of ee468a1 (versions.json names it) with
+For each fixture, a copy must evaluate (``main.py eval``), export (``main.py export``: ``--format pt2`` for
+the ee468a1 runs, the default ONNX for the 32f030c ones, one file per group for a run with several groups
+of agents), resume for one more update from its checkpoint (metrics.csv gets exactly one more row, and the
+new checkpoint loads), and load with ``shell.load_policy`` and act on one reset of its env (a multi-agent
+run's policy maps an agent dict to an action dict; a masked one acts with the env's mask). The fixtures
+keep config.toml, summary.json, metrics.csv, versions.json and the final checkpoint only (tensorboard/
+deleted). Each folder was written by a clean checkout of its commit (versions.json names it) with
 
     COMMON="--set run.keep_checkpoints=1 --set run.eval_episodes=2 --set run.eval_max_episode_steps=200"
+
+tests/fixtures/runs_ee468a1 (commit ee468a1; doorkey is the Dict observation with an image):
+
     main.py --config cartpole --total-timesteps 4096 --run-dir cartpole $COMMON
     main.py --config pendulum --total-timesteps 6400 --run-dir pendulum $COMMON
     main.py --config cartpole-lstm --total-timesteps 2048 --run-dir cartpole-lstm $COMMON \\
@@ -13,13 +19,26 @@ written by a clean checkout of ee468a1 (versions.json names it) with
     main.py --config doorkey --total-timesteps 2048 --run-dir doorkey $COMMON \\
         --set env.num_envs=16 --set "policy.hidden_sizes=[16]"
 
-(2 updates each; doorkey is the Dict observation with an image) and tensorboard/ deleted.
+tests/fixtures/runs_32f030c (commit 32f030c; simple-spread is one group of three agents sharing a policy
+on the pettingzoo backend, simple-tag two groups with a policy each, taxi a Discrete env with
+gymnasium's own action mask, info["action_mask"]):
+
+    SMALL="--set env.num_envs=2 --set policy.hidden_sizes=[16]"
+    main.py --config simple-spread --total-timesteps 400 --run-dir simple-spread $COMMON $SMALL \\
+        --set env.vectorization_mode="sync"
+    main.py --config simple-tag --total-timesteps 400 --run-dir simple-tag $COMMON $SMALL \\
+        --set env.vectorization_mode="sync"
+    main.py --config taxi --total-timesteps 256 --run-dir taxi $COMMON $SMALL
+
+(2 updates each: 2 x 100 env steps for the MPE runs, 2 x 64 for taxi).
 """
 
 import csv
+import importlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -28,17 +47,30 @@ import tomllib
 
 from .conftest import ROOT, run_main
 
-FIXTURES = ROOT / "tests" / "fixtures" / "runs_ee468a1"
-RUNS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
-EXTRA = {"doorkey": "minigrid"}  # fixtures whose env needs an optional package
+FIXTURES = ROOT / "tests" / "fixtures"
 
 
-@pytest.fixture(params=RUNS)
+class FixtureSet(NamedTuple):
+    commit: str               # the commit that wrote the runs (versions.json's git_commit starts with it)
+    runs: list[str]           # the run dirs it holds
+    export_format: str | None  # the --format the export test asks for; None: the default (ONNX)
+
+
+SETS = {"runs_ee468a1": FixtureSet("ee468a1", ["cartpole", "cartpole-lstm", "doorkey", "pendulum"], "pt2"),
+        "runs_32f030c": FixtureSet("32f030c", ["simple-spread", "simple-tag", "taxi"], None)}
+RUNS = [(folder, name) for folder in SETS for name in sorted(p.name for p in (FIXTURES / folder).iterdir()
+                                                              if p.is_dir())]
+EXTRA = {"doorkey": ("minigrid",), "simple-spread": ("pettingzoo", "mpe2"),  # runs whose env needs
+         "simple-tag": ("pettingzoo", "mpe2")}                             # an optional package
+
+
+@pytest.fixture(params=RUNS, ids=[f"{folder}/{name}" for folder, name in RUNS])
 def run_dir(request, tmp_path) -> Path:
-    """A fresh copy of one fixture run dir (the fixtures themselves are never written)."""
-    if request.param in EXTRA:
-        pytest.importorskip(EXTRA[request.param])
-    return Path(shutil.copytree(FIXTURES / request.param, tmp_path / request.param))
+    """A fresh copy of one fixture run dir, at tmp/<fixture folder>/<run> (the fixtures are never written)."""
+    folder, name = request.param
+    for module in EXTRA.get(name, ()):
+        pytest.importorskip(module)
+    return Path(shutil.copytree(FIXTURES / folder / name, tmp_path / folder / name))
 
 
 def last_json(text: str) -> dict:
@@ -50,15 +82,53 @@ def metrics(run_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_fixtures_are_complete_and_small():
-    assert RUNS == ["cartpole", "cartpole-lstm", "doorkey", "pendulum"]
-    for name in RUNS:
-        files = sorted(str(p.relative_to(FIXTURES / name)) for p in (FIXTURES / name).rglob("*") if p.is_file())
+def config_of(run_dir: Path) -> dict[str, Any]:
+    return tomllib.loads((run_dir / "config.toml").read_text())
+
+
+def act_once(policy: Any, config: dict[str, Any]) -> None:
+    """The policy acts on one reset of the run's env (seed 0), with legal actions, the same on a second call."""
+    env_cfg = config["env"]
+    if env_cfg.get("backend") == "pettingzoo":  # a module with parallel_env(**kwargs): {agent: obs} -> {agent: action}
+        env = importlib.import_module(env_cfg["id"]).parallel_env(**env_cfg.get("kwargs", {}))
+        obs, _ = env.reset(seed=0)
+        actions = policy(obs)
+        assert sorted(actions) == sorted(obs) == sorted(env.agents)
+        for agent, action in actions.items():
+            space = env.action_space(agent)
+            assert space.contains(np.asarray(action, dtype=space.dtype)), (agent, action)
+        if not policy.recurrent:
+            again = policy(obs)
+            assert all(np.array_equal(actions[a], again[a]) for a in actions)
+        env.step(actions)
+        env.close()
+        return
+    if env_cfg["id"].startswith("MiniGrid"):
+        import minigrid  # noqa: F401  (registers the MiniGrid ids)
+    env = gym.make(env_cfg["id"], **env_cfg.get("kwargs", {}))
+    obs, info = env.reset(seed=0)  # a Dict's extra keys (MiniGrid's mission) are ignored
+    mask = info.get("action_mask")  # Taxi's own mask: a masked policy acts only with it
+    action = policy(obs, **({} if mask is None else {"action_mask": mask}))
+    assert env.action_space.contains(np.asarray(action, dtype=env.action_space.dtype))
+    if mask is not None:
+        assert mask[int(action)]
+    if not policy.recurrent:  # a recurrent policy's second call continues the episode
+        assert np.array_equal(action, policy(obs, **({} if mask is None else {"action_mask": mask})))
+    env.close()
+
+
+@pytest.mark.parametrize("folder", SETS)
+def test_fixtures_are_complete_and_small(folder):
+    fixtures = FIXTURES / folder
+    assert sorted(p.name for p in fixtures.iterdir() if p.is_dir()) == SETS[folder].runs
+    for name in SETS[folder].runs:
+        files = sorted(str(p.relative_to(fixtures / name)) for p in (fixtures / name).rglob("*") if p.is_file())
         assert [f for f in files if not f.startswith("checkpoints/")] == \
             ["config.toml", "metrics.csv", "summary.json", "versions.json"]
         assert len([f for f in files if f.startswith("checkpoints/ckpt_")]) == 1
-        assert sum((FIXTURES / name / f).stat().st_size for f in files) < 300_000
-        assert json.loads((FIXTURES / name / "versions.json").read_text())["git_commit"].startswith("ee468a1")
+        assert sum((fixtures / name / f).stat().st_size for f in files) < 300_000
+        versions = json.loads((fixtures / name / "versions.json").read_text())
+        assert versions["git_commit"].startswith(SETS[folder].commit) and versions["git_dirty"] is False
 
 
 def test_eval(run_dir):
@@ -68,17 +138,38 @@ def test_eval(run_dir):
     assert result["eval_episodes"] == 2 and np.isfinite(result["eval_return_mean"])
 
 
-def test_export_pt2(run_dir):
-    proc = run_main("export", str(run_dir), "--format", "pt2")
+def test_export(run_dir):
+    export_format = SETS[run_dir.parent.name].export_format
+    suffix = export_format or "onnx"
+    if suffix == "onnx":
+        pytest.importorskip("onnxruntime")
+    checkpoints = run_dir / "checkpoints"
+    (checkpoint,) = checkpoints.glob("ckpt_*.pt")
+    proc = run_main("export", str(run_dir), *(["--format", export_format] if export_format else []))
     assert proc.returncode == 0, proc.stderr
-    result = last_json(proc.stdout)
-    assert result["format"] == "pt2" and Path(result["export"]).is_file()
+    last_json(proc.stdout)  # the result is one line of JSON
+    groups = config_of(run_dir)["env"].get("groups") or {}
+    # a run with several groups of agents has a policy per group: a file each, named after the group
+    expected = [f"{checkpoint.stem}.{g}.{suffix}" for g in sorted(groups)] if len(groups) > 1 \
+        else [f"{checkpoint.stem}.{suffix}"]
+    assert sorted(p.name for p in checkpoints.glob(f"*.{suffix}")) == expected
+    for name in expected:  # each file loads with its runtime
+        if suffix == "onnx":
+            import onnxruntime
+
+            onnxruntime.InferenceSession(str(checkpoints / name), providers=["CPUExecutionProvider"])
+        else:
+            import torch
+
+            torch.export.load(checkpoints / name)
 
 
 def test_resume_one_more_update(run_dir):
+    import shell
+
     before = metrics(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
-    config = tomllib.loads((run_dir / "config.toml").read_text())
+    config = config_of(run_dir)
     total = summary["env_steps"] + config["env"]["num_envs"] * config["ppo"]["num_steps"]
     proc = run_main("--resume", str(run_dir), "--total-timesteps", str(total), "--device", "cpu")
     assert proc.returncode == 0, proc.stderr
@@ -87,18 +178,12 @@ def test_resume_one_more_update(run_dir):
     after = metrics(run_dir)
     assert after[:-1] == before  # the old rows are kept as they were, and one row follows
     assert (int(after[-1]["update"]), int(after[-1]["env_steps"])) == (summary["updates"] + 1, total)
-    assert (run_dir / "checkpoints" / f"ckpt_{total:012d}.pt").is_file()
+    checkpoint = run_dir / "checkpoints" / f"ckpt_{total:012d}.pt"
+    assert checkpoint.is_file()
+    act_once(shell.load_policy(checkpoint), config)  # the new checkpoint loads and acts
 
 
 def test_load_policy_acts(run_dir):
     import shell  # registers CartPoleNoVel-v1
 
-    policy = shell.load_policy(run_dir)
-    env_id = tomllib.loads((run_dir / "config.toml").read_text())["env"]["id"]
-    if env_id.startswith("MiniGrid"):
-        import minigrid  # noqa: F401  (registers the MiniGrid ids)
-    obs, _ = gym.make(env_id).reset(seed=0)  # a Dict's extra keys (MiniGrid's mission) are ignored
-    action = policy(obs)
-    assert policy.action_space.contains(np.asarray(action, dtype=policy.action_space.dtype))
-    if not policy.recurrent:  # a recurrent policy's second call continues the episode
-        assert np.array_equal(action, policy(obs))
+    act_once(shell.load_policy(run_dir), config_of(run_dir))
