@@ -27,17 +27,17 @@ def main() -> None:
     after = torch.cat([p.detach().flatten() for p in trainer.agent.parameters()])
     gathered = [torch.zeros_like(after) for _ in range(d.world_size)]
     dist.all_gather(gathered, after)
-    obs_gathered = [torch.zeros_like(trainer.storage.obs) for _ in range(d.world_size)]
-    dist.all_gather(obs_gathered, trainer.storage.obs)
+    obs_gathered = [torch.zeros_like(trainer.lanes.only.storage.obs) for _ in range(d.world_size)]
+    dist.all_gather(obs_gathered, trainer.lanes.only.storage.obs)
     stats = torch.cat([trainer.agent.obs_normalizer.moments.mean, trainer.agent.obs_normalizer.moments.var,
-                       trainer.agent.obs_normalizer.moments.count[None], trainer.reward_scaler.moments.mean[None],
-                       trainer.reward_scaler.moments.var[None], trainer.reward_scaler.moments.count[None]])
+                       trainer.agent.obs_normalizer.moments.count[None], trainer.lanes.only.reward_scaler.moments.mean[None],
+                       trainer.lanes.only.reward_scaler.moments.var[None], trainer.lanes.only.reward_scaler.moments.count[None]])
     stats_gathered = [torch.zeros_like(stats) for _ in range(d.world_size)]
     dist.all_gather(stats_gathered, stats)
     if d.is_main:
         assert all(torch.equal(g, stats_gathered[0]) for g in stats_gathered), "normaliser statistics differ"
         assert float(trainer.agent.obs_normalizer.moments.count) == d.world_size * 64 * 4  # every rank's steps
-        assert float(trainer.reward_scaler.moments.count) == d.world_size * 64 * 4
+        assert float(trainer.lanes.only.reward_scaler.moments.count) == d.world_size * 64 * 4
         assert not torch.equal(before, after), "the update changed nothing"
         assert all(torch.equal(g, gathered[0]) for g in gathered), "parameters differ across ranks"
         assert not torch.equal(obs_gathered[0], obs_gathered[1]), "ranks collected identical rollouts"

@@ -180,9 +180,9 @@ def test_locked_joint_first_update_is_finite(tmp_path):
                             "ppo": {"num_steps": 32, "num_minibatches": 2, "update_epochs": 2},
                             "run": {"device": "cpu", "total_timesteps": 64, "eval_episodes": 0}})
     trainer = Trainer(cfg, tmp_path / "run")
-    assert trainer.storage.raw_actions.shape == (32, 2, 2)
+    assert trainer.lanes.only.storage.raw_actions.shape == (32, 2, 2)
     trainer.collect(trainer.env.reset(seed=0))
-    metrics = trainer.ppo.update(trainer.storage)
+    metrics = trainer.lanes.only.ppo.update(trainer.lanes.only.storage)
     assert all(torch.isfinite(v) for v in metrics.values()), metrics
     assert all(torch.isfinite(p).all() for p in trainer.agent.parameters())
     trainer.env.close()
@@ -204,7 +204,7 @@ def test_integer_box_stores_float_raw_actions_and_consistent_log_probs(tmp_path)
     trainer = Trainer(cfg, tmp_path / "run")
     assert trainer.agent.actor.raw_action_dtype == torch.float32
     trainer.collect(trainer.env.reset(seed=0))
-    storage, actor = trainer.storage, trainer.agent.actor
+    storage, actor = trainer.lanes.only.storage, trainer.agent.actor
     raw = storage.raw_actions.flatten(0, 1)
     assert raw.dtype == torch.float32 and raw.shape == (256, 2)
     assert (raw != raw.round()).all()  # not truncated to integers

@@ -127,7 +127,7 @@ def test_shared_encoder_rollout_stores_what_the_update_recomputes(tmp_path):
     assert trainer.agent.values_in_step
     obs = trainer.env.reset(seed=0)
     trainer.collect(obs)
-    st = trainer.storage
+    st = trainer.lanes.only.storage
     with torch.no_grad():
         log_prob, value = trainer.agent.log_prob_and_value(st.obs.flatten(0, 1), st.raw_actions.flatten(0, 1))
     torch.testing.assert_close(log_prob, st.log_probs.flatten(), atol=1e-5, rtol=0)

@@ -152,7 +152,7 @@ def test_no_dummy_step_of_a_next_step_env_enters_the_batch(tmp_path: Path, recur
     trainer.agent.obs_normalizer.update_and_normalize = spy
     obs = trainer.env.reset(seed=0)
     obs, episodes = trainer.collect(obs)
-    st = trainer.storage
+    st = trainer.lanes.only.storage
     seen = torch.stack(raw_obs)  # [T, N, 2]: (phase, t) as the env returned them
     phase, t = seen[..., 0].long(), seen[..., 1]
     lengths = torch.tensor(COUNTING_LENGTHS)[phase]
@@ -162,7 +162,7 @@ def test_no_dummy_step_of_a_next_step_env_enters_the_batch(tmp_path: Path, recur
     # the normalisers counted only real steps
     real = int((~dummy).sum())
     assert int(trainer.agent.obs_normalizer.moments.count) == real
-    assert int(trainer.reward_scaler.moments.count) == real
+    assert int(trainer.lanes.only.reward_scaler.moments.count) == real
     # episode statistics: whole episodes, the dummy not counted
     count, return_sum, length_sum = episodes.tolist()
     ended = lengths[st.dones]  # the length of each episode that ended in this rollout
@@ -178,7 +178,7 @@ def test_no_dummy_step_of_a_next_step_env_enters_the_batch(tmp_path: Path, recur
         for mb in st.sequence_minibatches(3, 8):
             total += int(mb["valid"].sum())
         assert total == real
-    trainer.ppo.update(st)  # runs on the real steps only
+    trainer.lanes.only.ppo.update(st)  # runs on the real steps only
     trainer.env.close()
 
 

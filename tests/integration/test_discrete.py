@@ -77,11 +77,11 @@ def test_default_entropy_coefficients():
 def test_explicit_ent_coef_wins(tmp_path):
     cfg = config_from_dict({"env": {"id": "CartPole-v1", "num_envs": 2}, "ppo": {"ent_coef": 0.123}})
     trainer = Trainer(cfg, tmp_path / "a")
-    assert trainer.ent_coef == 0.123
+    assert trainer.lanes.only.ent_coef == 0.123
     trainer.env.close()
     cfg = config_from_dict({"env": {"id": "CartPole-v1", "num_envs": 2}})
     trainer = Trainer(cfg, tmp_path / "b")
-    assert trainer.ent_coef == pytest.approx(0.01 / np.log(2))
+    assert trainer.lanes.only.ent_coef == pytest.approx(0.01 / np.log(2))
     trainer.env.close()
 
 

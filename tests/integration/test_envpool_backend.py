@@ -42,7 +42,7 @@ def test_the_config_path_keeps_dummy_steps_out_and_bootstraps_truncations(standi
     assert trainer.env.next_step
     obs = trainer.env.reset(seed=0)
     obs, episodes = trainer.collect(obs)
-    st = trainer.storage
+    st = trainer.lanes.only.storage
     valid, dones, rewards = st.valid, st.dones, st.rewards
     assert not valid.all()
     ended = dones[:-1] & valid[:-1]

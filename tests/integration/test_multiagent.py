@@ -15,7 +15,7 @@ from pettingzoo import ParallelEnv
 
 from shell.api import train
 from shell.config import load_config
-from shell.envs import make_env
+from shell.envs import Rows, make_lanes
 from shell.errors import ConfigError
 from shell.inference import load_policy
 from shell.observations import CRITIC_KEY
@@ -41,16 +41,19 @@ def last_json(text: str) -> dict:
 def test_rows_are_agents_and_gone_agents_are_not_valid():
     """3 agents living 2, 4 and 6 steps in 2 copies: 6 rows, copy-major; a row is valid exactly while its agent
     lives, its reward is the agent's own, and the copy resets when the last agent leaves."""
-    env = make_env(config().env, torch.device("cpu"), policy=config().policy)
+    env = make_lanes(config().env, torch.device("cpu"), policy=config().policy)
     try:
-        assert (env.num_envs, env.rows_per_env, env.copies) == (6, 3, 2)
-        env.reset(seed=0)
+        (group, spec), = env.lanes.items()
+        assert (spec.num_envs, spec.rows_per_copy, env.copies) == (6, 3, 2)
+        rows = env.reset(seed=0)[group]
         lifetimes = [2, 4, 6]
         for t in range(12):
-            valid = env.valid.numpy().reshape(2, 3)
+            valid = rows.valid.numpy().reshape(2, 3)
             expected = np.array([(t % 6) < life for life in lifetimes])
             assert (valid == expected).all(), (t, valid)
-            step = env.step(torch.zeros(6, dtype=torch.long))
+            step = env.step({group: torch.zeros(6, dtype=torch.long)})[group]
+            rows = Rows(step.obs, step.valid, step.action_mask)
+            assert step.ended.tolist() == [t % 6 == 5] * 2
             reward = step.reward.numpy().reshape(2, 3)
             assert (reward == np.where(expected, [1.0, 2.0, 3.0], 0.0)).all()
             ended = step.terminated.numpy().reshape(2, 3)
@@ -70,19 +73,19 @@ def test_no_transition_of_a_gone_agent_is_used(tmp_path):
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
     try:
         obs = trainer.env.reset(seed=0)
-        trainer.collector.restart()
+        trainer.lanes.restart()
         count_before = float(trainer.agent.obs_normalizer.moments.count)
         _, episodes = trainer.collect(obs)
-        valid = trainer.storage.valid
+        valid = trainer.lanes.only.storage.valid
         assert int(valid.sum()) == 2 * (2 + 4 + 6) * 2  # 12 steps = two whole episodes in each of 2 copies
         per_row = valid.sum(0).view(2, 3)
         assert per_row.tolist() == [[4, 8, 12], [4, 8, 12]]
         assert float(trainer.agent.obs_normalizer.moments.count) - count_before == int(valid.sum())
-        rows = sum(len(mb["advantages"]) for mb in trainer.storage.minibatches(2))
+        rows = sum(len(mb["advantages"]) for mb in trainer.lanes.only.storage.minibatches(2))
         assert rows == int(valid.sum())
         count, total, _ = episodes.tolist()
         assert count == 4 and total == 4 * 28.0
-        assert (trainer.storage.rewards[~valid] == 0).all()
+        assert (trainer.lanes.only.storage.rewards[~valid] == 0).all()
     finally:
         trainer.env.close()
 
@@ -114,14 +117,14 @@ def test_agent_id_and_centralised_critics():
     """agent_id appends the one-hot index; 'concat' and 'state' give the critic a Dict key of its own that the
     actor never sees, with the agent's index after the shared part."""
     device = torch.device("cpu")
-    env = make_env(config().env, device, policy=config(**{"policy.agent_id": True}).policy)
-    obs = env.reset(seed=0)
+    env = make_lanes(config().env, device, policy=config(**{"policy.agent_id": True}).policy)
+    obs = env.reset(seed=0)["runner"].obs
     assert obs.shape == (6, 6) and (obs[:, 3:] == torch.eye(3).repeat(2, 1)).all()
     env.close()
     for critic, size in (("concat", 3 * 3 + 3), ("state", 2 * 3 + 3)):
         cfg = config(**{"policy.critic": critic})
-        env = make_env(cfg.env, device, policy=cfg.policy)
-        obs = env.reset(seed=0)
+        env = make_lanes(cfg.env, device, policy=cfg.policy)
+        obs = env.reset(seed=0)["runner"].obs
         assert obs["obs"].shape == (6, 3) and obs[CRITIC_KEY].shape == (6, size)
         assert (obs[CRITIC_KEY][:, -3:] == torch.eye(3).repeat(2, 1)).all()
         if critic == "concat":  # every row of a copy sees the copy's three observations in agent order
@@ -138,7 +141,7 @@ def test_each_critic_trains_and_the_actor_ignores_the_critic_input(tmp_path, cri
     agent = result.policy.agent
     if critic != "local":
         assert agent.critic_encoder is not None
-        obs = make_env(result.config.env, torch.device("cpu"), policy=result.config.policy).reset(seed=0)
+        obs = make_lanes(result.config.env, torch.device("cpu"), policy=result.config.policy).reset(seed=0)["runner"].obs
         changed = {**obs, CRITIC_KEY: obs[CRITIC_KEY] + 100.0}
         with torch.no_grad():
             assert torch.equal(agent.act(obs), agent.act(changed))

@@ -95,7 +95,7 @@ def test_pixels_are_scaled_inside_the_network_and_stay_uint8_in_storage(tmp_path
                             "ppo": {"num_steps": 8, "num_minibatches": 2, "update_epochs": 1},
                             "run": {"total_timesteps": 16, "eval_episodes": 0, "device": "cpu"}})
     trainer = Trainer(cfg, tmp_path)
-    obs = trainer.storage.obs
+    obs = trainer.lanes.only.storage.obs
     assert obs["pixels"].dtype == torch.uint8 and obs["pixels"].shape == (8, 2, 12, 12, 3)
     assert obs["vector"].dtype == torch.float32 and obs["mode"].shape == (8, 2, 3)
     trainer.train()
@@ -227,7 +227,7 @@ def test_life_loss_ends_training_episodes_but_not_the_game(tmp_path, life_loss):
     trainer = Trainer(cfg, tmp_path)
     obs = trainer.env.reset(seed=0)
     obs, episodes = trainer.collect(obs)
-    rewards, dones = trainer.storage.rewards, trainer.storage.dones
+    rewards, dones = trainer.lanes.only.storage.rewards, trainer.lanes.only.storage.dones
     assert set(rewards.unique().tolist()) <= {-1.0, 0.0, 1.0}  # sign-clipped for training
     # a game is 400 frames = at most 100 agent steps after the no-ops: 1-2 games per env in 128 steps,
     # each with 3 lives lost along the way

@@ -91,10 +91,10 @@ def test_update_replays_the_step_by_step_rollout(tmp_path: Path, seq_len: int, s
     """Counting-v0 has terminations (3, 5 steps) and truncations (7 steps) in every 16-step rollout."""
     trainer = Trainer(recurrent_config("Counting-v0", seq_len, share_rnn=share_rnn), tmp_path)
     obs = trainer.env.reset(seed=0)
-    trainer.collector.restart()
+    trainer.lanes.restart()
     for _ in range(2):  # the second rollout starts from carried states, mid-episode
         obs, _ = trainer.collect(obs)
-    st = trainer.storage
+    st = trainer.lanes.only.storage
     assert st.dones.any() and st.episode_starts[1:].any() and not st.episode_starts[0].all()
     assert st.states[0].abs().sum() > 0  # carried over from the first rollout
     with torch.no_grad():
@@ -121,7 +121,7 @@ def test_truncation_bootstrap_uses_the_ended_episodes_state(tmp_path: Path, monk
     monkeypatch.setattr(trainer.agent, "value_step", spy)
     obs = trainer.env.reset(seed=2)  # phase 2 in env 0: truncated at step 7
     trainer.collect(obs)
-    st = trainer.storage
+    st = trainer.lanes.only.storage
     bootstrap = [c for c in calls if c[1] is None]
     assert bootstrap, "no truncation bootstrap was computed"
     # the state passed is the one after the last step of the ended episode: not zero, not reset

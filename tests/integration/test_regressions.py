@@ -267,13 +267,13 @@ def test_multidiscrete_rollout_stores_0_based_indices(tmp_path):
     cfg = small_config(env={"id": f"{CUSTOM}:MultiDiscrete324-v0"}, ppo={"num_steps": 64})
     trainer = Trainer(cfg, tmp_path)
     trainer.collect(trainer.env.reset(seed=0))
-    raw = trainer.storage.raw_actions.flatten(0, 1)
+    raw = trainer.lanes.only.storage.raw_actions.flatten(0, 1)
     assert raw.dtype == torch.long and raw.shape == (128, 3)
     assert raw.min(0).values.tolist() == [0, 0, 0] and raw.max(0).values.tolist() == [2, 1, 3]
     with torch.no_grad():
-        logits = trainer.agent.actor.net(trainer.storage.obs.flatten(0, 1)).double().split([3, 2, 4], dim=-1)
+        logits = trainer.agent.actor.net(trainer.lanes.only.storage.obs.flatten(0, 1)).double().split([3, 2, 4], dim=-1)
     expected = sum(torch.log_softmax(lg, -1).gather(1, raw[:, k:k + 1]).squeeze(1) for k, lg in enumerate(logits))
-    torch.testing.assert_close(trainer.storage.log_probs.flatten().double(), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(trainer.lanes.only.storage.log_probs.flatten().double(), expected, atol=1e-5, rtol=1e-5)
     trainer.env.close()
 
 
@@ -320,7 +320,7 @@ def test_constant_positive_rewards_stay_positive_in_the_rollout(tmp_path):
     cfg = small_config(env={"id": f"{CUSTOM}:NeverEnding-v0", "normalize_reward": True}, ppo={"gamma": gamma})
     trainer = Trainer(cfg, tmp_path)
     trainer.collect(trainer.env.reset(seed=0))
-    stored = trainer.storage.rewards.double().numpy()
+    stored = trainer.lanes.only.storage.rewards.double().numpy()
     expected = scaled_by_hand(np.ones((16, 2)), np.zeros((16, 2), dtype=bool), gamma)
     np.testing.assert_allclose(stored, expected, rtol=1e-6)
     assert np.all(stored > 0) and stored[0, 0] == 10.0  # var of two equal returns is 0: clipped

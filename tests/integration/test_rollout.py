@@ -70,6 +70,6 @@ def test_a_source_without_dummy_steps_gives_all_valid_rows(tmp_path: Path, confi
     cfg = load_config(config, {"env.num_envs": 2, "ppo.num_steps": 16, "ppo.num_minibatches": 2,
                                "run.eval_episodes": 0})
     trainer = Trainer(cfg, tmp_path)
-    trainer.collect(trainer.env.reset(seed=0))
-    assert trainer.storage.valid.all() and trainer.env.valid.all() and trainer.env.valid.shape == (2,)
+    rows, _ = trainer.collect(trainer.env.reset(seed=0))
+    assert trainer.lanes.only.storage.valid.all() and rows[None].valid.all() and rows[None].valid.shape == (2,)
     trainer.env.close()

@@ -57,7 +57,7 @@ def test_truncation_bootstraps_from_final_obs(tmp_path: Path):
     trainer.agent.critic = FirstFeature()
     obs = trainer.env.reset(seed=0)
     trainer.collect(obs)
-    st = trainer.storage
+    st = trainer.lanes.only.storage
     # steps 0..3 carry obs marks -50, 1, 2, 3 ... ; step 4 is the truncation
     assert st.dones[:, 0].tolist() == [False, False, False, False, True, False, False]
     assert torch.allclose(st.values[:5, 0], torch.tensor([RESET_MARK, 1.0, 2.0, 3.0, 4.0]))
@@ -84,7 +84,7 @@ def test_truncation_bootstraps_from_final_obs_in_a_next_step_vector_env(tmp_path
     trainer.agent.critic = FirstFeature()
     obs = trainer.env.reset(seed=0)
     trainer.collect(obs)
-    st = trainer.storage
+    st = trainer.lanes.only.storage
     assert st.dones[:, 0].tolist() == [False, False, False, False, True, False, False]
     assert st.valid[:, 0].tolist() == [True, True, True, True, True, False, True]
     assert torch.allclose(st.rewards[4], torch.full((2,), gamma * FINAL_MARK))  # V(final_obs), not V(reset)
