@@ -24,6 +24,7 @@ from shell.config import EnvConfig, PolicyConfig
 from shell.envs import backend as env_backend
 from shell.envs import eval_env_config as backend_eval_config
 from shell.envs import make_env
+from shell.envs.masks import require_mask
 from shell.errors import ConfigError
 from shell.inference import (
     SOURCE_NAMES,
@@ -139,7 +140,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                 if stop is not None:
                     stop.check()
                 mask = env.action_mask  # [N, A] bool where the env gives masks: a masked action is never chosen
-                _require_mask(agent, mask, env_cfg.id)
+                require_mask(agent, mask, f"the evaluation env {env_cfg.id!r}", error=ConfigError)
                 action, state = agent.act_step(obs, state, start, deterministic=True, action_mask=mask)
                 step = env.step(action)
                 if on_step is not None:
@@ -163,17 +164,6 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     finally:
         env.close()
     return EvalResult(returns, truncated, cap)
-
-
-def _require_mask(agent: torch.nn.Module, mask: torch.Tensor | None, env_id: str) -> None:
-    """A policy trained with action masks acts only with them.
-
-    Raises:
-        ConfigError: the evaluation env gives no mask to such a policy.
-    """
-    if mask is None and getattr(agent, "action_mask_source", None) is not None:
-        raise ConfigError(f"the policy was trained with action masks (env.action_mask = "
-                          f"{agent.action_mask_source!r}) but the evaluation env {env_id!r} gives none")
 
 
 def _evaluate_agents(agent: torch.nn.Module, env: Any, episodes: int, seed: int, device: torch.device, cap: int,
@@ -211,7 +201,7 @@ def _evaluate_agents(agent: torch.nn.Module, env: Any, episodes: int, seed: int,
                 actions = {}
                 for g, rows in groups.items():
                     mask = rows.action_mask
-                    _require_mask(policies[g], mask, env.name)
+                    require_mask(policies[g], mask, f"the evaluation env {env.name!r}", error=ConfigError)
                     actions[g], states[g] = policies[g].act_step(obs[g], states[g], starts[g], deterministic=True,
                                                                  action_mask=mask)
                 results = env.step_groups(actions)
