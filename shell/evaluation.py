@@ -23,6 +23,7 @@ import torch
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import Rows, make_lanes
 from shell.envs import eval_env_config as backend_eval_config
+from shell.envs.masks import require_mask
 from shell.errors import ConfigError
 from shell.inference import (
     SOURCE_NAMES,
@@ -149,7 +150,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                 actions = {}
                 for g in specs:
                     mask = rows[g].action_mask  # [N, A] bool where the env gives masks: never a masked action
-                    _require_mask(policies[g].action_mask_source, mask, env_cfg.id)
+                    require_mask(policies[g], mask, f"the evaluation env {env_cfg.id!r}", error=ConfigError)
                     actions[g], states[g] = policies[g].act_step(rows[g].obs, states[g], starts[g], deterministic=True,
                                                                  action_mask=mask)
                 results = env.step(actions)
@@ -189,17 +190,6 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
         env.close()
     return EvalResult(returns, truncated, cap, per_agent if several_agents else None,
                       per_group if len(specs) > 1 else None, env.render_fps)
-
-
-def _require_mask(source: str | None, mask: torch.Tensor | None, env_id: str) -> None:
-    """A policy trained with action masks (``source``: where they came from) acts only with them.
-
-    Raises:
-        ConfigError: the evaluation env gives no mask to such a policy.
-    """
-    if mask is None and source is not None:
-        raise ConfigError(f"the policy was trained with action masks (env.action_mask = {source!r}) but the "
-                          f"evaluation env {env_id!r} gives none")
 
 
 def _lane_policies(agent: torch.nn.Module, specs: dict) -> dict:

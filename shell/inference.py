@@ -30,7 +30,7 @@ from shell.checkpoint import latest_checkpoint, load_checkpoint, space_from_data
 from shell.config import Config, config_from_saved
 from shell.devices import resolve_device
 from shell.envs import make_lanes
-from shell.envs.masks import MASK_KEY, MaskError, check_mask, component_sizes, first_without_legal_action, mask_size
+from shell.envs.masks import MASK_KEY, MaskError, check_mask, require_mask
 from shell.errors import ConfigError
 from shell.observations import ACTOR_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
 from shell.policies import ActorCritic, lane_spaces, lanes_policy
@@ -240,21 +240,14 @@ class Policy:
         if action_mask is None and isinstance(obs, dict) and MASK_KEY in obs:
             action_mask = obs[MASK_KEY]
         if action_mask is None:
-            if self.masked:
-                raise ValueError("this policy was trained with action masks: pass action_mask=... (the env's "
-                                 f"{self.agent.action_mask_source} mask) or a Dict observation with key {MASK_KEY!r}")
+            require_mask(self.agent, None, "this call",
+                         f": pass action_mask=... or a Dict observation with key {MASK_KEY!r}")
             return None
-        size = mask_size(self.action_space)
-        if size is None:
-            raise ValueError(f"action_mask: the action space {self.action_space} takes no action mask")
         raw = np.asarray(action_mask)
         try:
-            mask = check_mask(raw[None] if single else raw, n, size)
+            mask = check_mask(raw[None] if single else raw, n, self.action_space)
         except MaskError as exc:
             raise ValueError(f"action_mask: {exc}") from None
-        bad = first_without_legal_action(mask, component_sizes(self.action_space))
-        if bad is not None:
-            raise ValueError(f"action_mask: row {bad} leaves a component with no legal action")
         return torch.as_tensor(mask, device=self.device)
 
     def act(self, obs: Any, deterministic: bool = True, episode_start: Any = None,

@@ -358,13 +358,11 @@ class GymVecEnv:
         self.action_space = self.env.single_action_space
         self._vector = vector_env  # for VectorEnv.call (the action_masks() convention)
         self._mask: torch.Tensor | None = None
-        self._mask_size = masks.mask_size(self.action_space)
-        self._mask_components = masks.component_sizes(self.action_space)
         self._steps = 0  # vector steps since this env was made, for messages
         try:
             #: where the masks come from: "info", "obs", "method", masks.PENDING_INFO (until the first reset), None
-            self.mask_source = masks.resolve_source(cfg.action_mask, vector_env, self.observation_space,
-                                                    self.action_space)
+            self.mask_source = masks.resolve_source(cfg.action_mask, self.action_space, self.observation_space,
+                                                    vector_env=vector_env)
             if self.mask_source == "obs":
                 self.observation_space = masks.without_mask_key(self.observation_space)
             self.layout = obs_layout(self.observation_space, cfg.obs_keys)
@@ -428,32 +426,20 @@ class GymVecEnv:
             ConfigError: at a reset, a mask of the wrong shape, dtype or values, or no mask where one is asked.
             TrainingError: the same at a step; a sub-env with no legal action; the env's method raised.
         """
-        source = self.mask_source
+        # "auto": the first reset decides whether info carries masks
+        source = self.mask_source = masks.settle_source(self.mask_source, info)
         if source is None:
             return
-        if source == masks.PENDING_INFO:  # "auto": the first reset decides whether info carries masks
-            source = "info" if masks.MASK_KEY in info else None
-            self.mask_source = source
-            if source is None:
-                return
         try:
-            raw = masks.read_mask(source, obs, info, self._vector, self.num_envs)
-            mask = masks.check_mask(raw, self.num_envs, self._mask_size)
+            raw = masks.read_mask(source, obs, info, self._vector)
+            ignored = self._pending if self.next_step else None  # a dummy step ignores the action and its mask
+            mask = masks.check_mask(raw, self.num_envs, self.action_space, ignored=ignored, row="sub-env {}".format,
+                                    where=masks.moment(at_reset, self._steps))
         except masks.MaskError as exc:
-            if at_reset:
-                raise ConfigError(f"env {self._name()}: {exc}") from None
-            raise TrainingError(f"env {self._name()}: {exc} (at vector step {self._steps})") from None
+            raise masks.env_error(exc, self._name(), at_reset, self._steps) from None
         except Exception as exc:  # the env's action_masks() raised
             raise TrainingError(f"env {self._name()} raised {type(exc).__name__} in {masks.METHOD}(): "
                                 f"{first_line(exc)}") from exc
-        if self.next_step and self._pending.any():
-            mask = mask.copy()
-            mask[self._pending] = True  # the dummy step ignores the action: a stale mask must not matter
-        bad = masks.first_without_legal_action(mask, self._mask_components)
-        if bad is not None:
-            where = "on reset" if at_reset else f"at vector step {self._steps}"
-            raise TrainingError(f"env {self._name()}: sub-env {bad} has no legal action {where} (its action mask "
-                                "leaves a component all false); every state needs a legal action")
         self._mask = torch.as_tensor(mask, device=self.device)
 
     def _name(self) -> str:

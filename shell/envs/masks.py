@@ -1,8 +1,10 @@
-"""Invalid-action masks at the env boundary: where an env puts them, and their checks.
+"""Invalid-action masks at the env boundary: where an env puts them, and their checks, written once for every
+backend (gymnasium and the backends built on it, pettingzoo), inference and export.
 
 Three conventions are in use, chosen by ``env.action_mask`` (default ``"auto"``):
 
-- ``"info"``: ``info["action_mask"]`` on reset and on every step (gymnasium's Taxi);
+- ``"info"``: ``info["action_mask"]`` on reset and on every step (gymnasium's Taxi; with PettingZoo,
+  ``info[agent]["action_mask"]``);
 - ``"obs"``: a Dict observation key ``"action_mask"`` (PettingZoo's classic games and many custom
   envs). The key is read as the mask and removed from the observation space the policy sees, so it
   never reaches an encoder;
@@ -23,14 +25,30 @@ Layout of one sub-env's mask (True = legal):
 
 Its dtype is bool, or an integer dtype holding only 0 and 1 (Taxi's int8). The vector env hands the
 trainer ``[N, A]`` bool tensors on the device.
+
+The functions every caller goes through:
+
+- :func:`resolve_source` (at construction) and :func:`settle_source` (at the first reset): the one
+  resolver of the convention. What a backend does not offer is data it passes (``refused``; no
+  ``vector_env``: no ``"method"``), not a resolver of its own;
+- :func:`read_mask`: the raw mask of one reset or step, by the convention;
+- :func:`check_mask`: the one checker (shape, dtype and values -> ``[N, A]`` bool; a row with no legal
+  action is a :class:`NoLegalAction` naming the row and, with :func:`moment`, when), with
+  :func:`env_error` turning an env's mask errors into a run's ConfigError or TrainingError;
+- :func:`require_mask`: a policy trained with masks is given none.
+
+The masked maths itself (logits, log-probabilities, entropies) is pure and lives in ``core.masks``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+
+from shell.errors import ConfigError, TrainingError
 
 MASK_KEY = "action_mask"
 METHOD = "action_masks"
@@ -40,6 +58,10 @@ PENDING_INFO = "auto-info"  # "auto" that found neither key nor method: decided 
 
 class MaskError(ValueError):
     """A mask of the wrong shape, dtype or values, or a convention that finds no mask (one line)."""
+
+
+class NoLegalAction(MaskError):
+    """A mask that leaves some component of a row with no legal action (one line naming the row)."""
 
 
 def mask_size(space: spaces.Space) -> int | None:
@@ -84,49 +106,81 @@ def has_method(vector_env: Any) -> bool:
         return False
 
 
-def resolve_source(setting: str, vector_env: Any, observation_space: spaces.Space,
-                   action_space: spaces.Space) -> str | None:
+def resolve_source(setting: str, action_space: spaces.Space, observation_space: spaces.Space, *,
+                   vector_env: Any = None, refused: Mapping[str, str] | None = None,
+                   observation: str = "the env's observation space") -> str | None:
     """The convention to read masks with: ``"info"``, ``"obs"``, ``"method"``, :data:`PENDING_INFO`, or None.
 
+    :data:`PENDING_INFO` ("auto" that found neither the key nor the method) is decided by the first
+    reset's info, :func:`settle_source`.
+
+    Args:
+        setting: ``env.action_mask`` (one of :data:`SOURCES`).
+        action_space: one sub-env's (one agent's) action space.
+        observation_space: one sub-env's (one agent's) observation space, before the mask key is removed.
+        vector_env: the vector env asked (lazily) for an ``action_masks()`` method; None: the backend
+            has no such method, and "auto" never takes ``"method"``.
+        refused: the conventions this backend does not offer, each with the rest of its one-line
+            refusal (``{"method": "is for gymnasium envs; ..."}``).
+        observation: what the observation space is called in a message.
+
     Raises:
-        MaskError: an explicit convention that finds no mask (no Dict key, no method), or masks asked
-            for an action space that takes none (Box).
+        MaskError: an explicit convention that finds no mask (no Dict key, no method) or that the backend
+            refuses, or masks asked for an action space that takes none (Box).
     """
     if setting == "none":
         return None
-    size = mask_size(action_space)
-    if setting == "auto":
-        if size is None:
+    if mask_size(action_space) is None:
+        if setting == "auto":
             return None
-        if has_mask_key(observation_space):
-            return "obs"
-        if has_method(vector_env):
-            return "method"
-        return PENDING_INFO
-    if size is None:
         raise MaskError(f"env.action_mask = {setting!r}: action masks need a Discrete, MultiDiscrete or MultiBinary "
                         f"action space, not {action_space}")
+    refused = refused or {}
+    if setting in refused:
+        raise MaskError(f"env.action_mask = {setting!r} {refused[setting]}")
+    if setting == "auto":
+        if has_mask_key(observation_space):
+            return "obs"
+        if "method" not in refused and vector_env is not None and has_method(vector_env):
+            return "method"
+        return PENDING_INFO
     if setting == "obs" and not has_mask_key(observation_space):
-        raise MaskError(f"env.action_mask = 'obs' needs a Dict observation with key {MASK_KEY!r}; the env's "
-                        f"observation space is {observation_space}")
-    if setting == "method" and not has_method(vector_env):
+        raise MaskError(f"env.action_mask = 'obs' needs a Dict observation with key {MASK_KEY!r}; {observation} "
+                        f"is {observation_space}")
+    if setting == "method" and not (vector_env is not None and has_method(vector_env)):
         raise MaskError(f"env.action_mask = 'method' needs an {METHOD}() method on the env; it has none")
     return setting
 
 
-def read_mask(source: str, obs: Any, info: dict, vector_env: Any, num_envs: int) -> Any:
-    """The raw batched mask of one reset or step, as the convention gives it.
+def settle_source(source: str | None, first_info: Mapping[str, Any] | None) -> str | None:
+    """The convention once the first reset's info is known: :data:`PENDING_INFO` becomes ``"info"`` when
+    ``first_info`` (the vector env's info; PettingZoo: the first agent's) holds :data:`MASK_KEY`, else None;
+    any other source is returned as it is."""
+    if source != PENDING_INFO:
+        return source
+    return "info" if first_info and MASK_KEY in first_info else None
+
+
+def read_mask(source: str, obs: Any, info: Mapping[str, Any], vector_env: Any = None, *,
+              whose_info: str = "the env's info") -> Any:
+    """The raw batched mask of one reset or step (PettingZoo: of one agent), as the convention gives it.
+
+    Args:
+        source: ``"obs"`` (``obs[MASK_KEY]``), ``"info"`` (``info[MASK_KEY]``) or ``"method"`` (``action_masks()``
+            of every sub-env of ``vector_env``, stacked).
+        whose_info: what ``info`` is called in a message.
 
     Raises:
         MaskError: the convention finds no mask (info without the key, a sub-env without it).
+        Exception: whatever the env's ``action_masks()`` raised.
     """
     if source == "obs":
         return obs[MASK_KEY]
     if source == "method":
         return np.stack([np.asarray(m) for m in vector_env.call(METHOD)])
-    if MASK_KEY not in info:
-        raise MaskError(f"env.action_mask = 'info': the env's info has no {MASK_KEY!r} key "
-                        f"(info keys: {sorted(k for k in info if not k.startswith('_'))})")
+    if info.get(MASK_KEY) is None:
+        raise MaskError(f"env.action_mask = 'info': {whose_info} has no {MASK_KEY!r} key "
+                        f"(info keys: {sorted(str(k) for k in info if not str(k).startswith('_'))})")
     present = info.get(f"_{MASK_KEY}")
     if present is not None and not np.all(present):
         missing = int(np.flatnonzero(~np.asarray(present, dtype=bool))[0])
@@ -134,12 +188,32 @@ def read_mask(source: str, obs: Any, info: dict, vector_env: Any, num_envs: int)
     return info[MASK_KEY]
 
 
-def check_mask(raw: Any, num_envs: int, size: int) -> np.ndarray:
-    """A raw batched mask -> ``[N, A]`` bool, after checking its shape, dtype and values.
+def _row(i: int) -> str:
+    return f"row {i}"
+
+
+def check_mask(raw: Any, num_rows: int, action_space: spaces.Space, *, ignored: np.ndarray | None = None,
+               row: Callable[[int], str] = _row, where: str = "") -> np.ndarray:
+    """A raw batched mask -> ``[N, A]`` bool, after checking its shape, dtype and values, and that every row
+    leaves each component a legal action.
+
+    Args:
+        raw: the mask of ``num_rows`` rows (an array-like ``[N, A]``, or an object array of N rows).
+        num_rows: ``N``.
+        action_space: one row's action space (its mask size and components).
+        ignored: ``[N]`` bool, rows whose action is ignored (a dummy step's): their mask becomes all true
+            (on a copy) before the legal-action check, so that a stale mask does not matter.
+        row: names row i in a message (``"sub-env 3"``, ``"agent 'a' of copy 2"``).
+        where: when the mask was read, for a message (``"on reset"``, ``"at vector step 7"``).
 
     Raises:
-        MaskError: one line naming the shape or dtype found and the one expected.
+        MaskError: one line naming the shape or dtype found and the one expected, or an action space that
+            takes no mask.
+        NoLegalAction: a row that leaves a component with no legal action (one line naming the row and ``where``).
     """
+    size = mask_size(action_space)
+    if size is None:
+        raise MaskError(f"the action space {action_space} takes no action mask")
     try:
         mask = np.asarray(raw)
     except Exception:
@@ -149,20 +223,27 @@ def check_mask(raw: Any, num_envs: int, size: int) -> np.ndarray:
             mask = np.stack([np.asarray(m) for m in mask])
         except Exception:
             raise MaskError(f"the action masks of the sub-envs have different shapes; each must be [{size}]") from None
-    if mask.shape != (num_envs, size):
+    if mask.shape != (num_rows, size):
         raise MaskError(f"an action mask has shape {list(mask.shape[1:])} (batched {list(mask.shape)}); this action "
                         f"space needs [{size}] per sub-env (MultiDiscrete: the component masks concatenated)")
-    if mask.dtype == bool:
-        return mask
     if mask.dtype.kind in "iu":
         if not np.all((mask == 0) | (mask == 1)):
             raise MaskError(f"an action mask of dtype {mask.dtype} holds values other than 0 and 1")
-        return mask.astype(bool)
-    raise MaskError(f"an action mask must be bool (or integer 0/1), got dtype {mask.dtype}")
+        mask = mask.astype(bool)
+    elif mask.dtype != bool:
+        raise MaskError(f"an action mask must be bool (or integer 0/1), got dtype {mask.dtype}")
+    if ignored is not None and ignored.any():
+        mask = mask.copy()
+        mask[ignored] = True
+    bad = _first_without_legal_action(mask, component_sizes(action_space))
+    if bad is not None:
+        raise NoLegalAction(f"{row(bad)} has no legal action{' ' + where if where else ''} (its action mask leaves "
+                            "a component all false); every state needs a legal action")
+    return mask
 
 
-def first_without_legal_action(mask: np.ndarray, sizes: list[int]) -> int | None:
-    """The first sub-env whose mask leaves some component with no legal action (None: every one has one)."""
+def _first_without_legal_action(mask: np.ndarray, sizes: list[int]) -> int | None:
+    """The first row whose mask leaves some component with no legal action (None: every one has one)."""
     if not sizes:
         return None
     start, bad = 0, np.zeros(len(mask), dtype=bool)
@@ -171,3 +252,39 @@ def first_without_legal_action(mask: np.ndarray, sizes: list[int]) -> int | None
         start += n
     rows = np.flatnonzero(bad)
     return int(rows[0]) if len(rows) else None
+
+
+def moment(at_reset: bool, step: int) -> str:
+    """When an env's mask was read, for :func:`check_mask`'s ``where``: ``"on reset"`` or ``"at vector step 7"``."""
+    return "on reset" if at_reset else f"at vector step {step}"
+
+
+def env_error(exc: MaskError, env: str, at_reset: bool, step: int) -> ConfigError | TrainingError:
+    """An env's mask error as the run reports it, one line naming the env: a bad or missing mask on a reset
+    is a ConfigError (exit 2); the same at a step (vector step ``step``), and a state with no legal action
+    anywhere, is a TrainingError (exit 1)."""
+    if isinstance(exc, NoLegalAction):
+        return TrainingError(f"env {env}: {exc}")
+    if at_reset:
+        return ConfigError(f"env {env}: {exc}")
+    return TrainingError(f"env {env}: {exc} ({moment(False, step)})")
+
+
+def require_mask(policy: Any, mask: Any, given_by: str, remedy: str = "",
+                 error: type[Exception] = MaskError) -> None:
+    """A policy trained with action masks (its ``action_mask_source`` is not None) acts only with one.
+
+    Args:
+        policy: the policy module; ``action_mask_source`` is the convention it was trained with (None: none).
+        mask: the mask it is given (None: none).
+        given_by: what gave none, for the message (``"the evaluation env 'Taxi-v3'"``, ``"this call"``).
+        remedy: the rest of the message (``": pass action_mask=..."``).
+        error: the exception raised (ConfigError where a run's config is at fault).
+
+    Raises:
+        error: ``mask`` is None for such a policy (one line).
+    """
+    source = getattr(policy, "action_mask_source", None)
+    if mask is None and source is not None:
+        raise error(f"the policy was trained with action masks (env.action_mask = {source!r}) but {given_by} "
+                    f"gives none{remedy}")

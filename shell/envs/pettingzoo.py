@@ -55,6 +55,9 @@ from shell.installation import install_hint
 from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
 
 CRITICS = ("local", "state", "concat")
+#: the mask conventions a PettingZoo env does not offer, with the rest of their refusal (shell.envs.masks)
+MASK_REFUSALS = {"method": "is for gymnasium envs; a PettingZoo env gives masks in each agent's observation ('obs') "
+                           "or info ('info')"}
 
 
 # ----------------------------------------------------------------------------- building
@@ -338,8 +341,8 @@ class GroupRows:
         self.action_space = first.action_space(self.agents[0])
         check_action_space(self.action_space)
         self._mask_size = masks.mask_size(self.action_space)
-        self._mask_components = masks.component_sizes(self.action_space)
-        self.mask_source = self._mask_source(cfg.action_mask, agent_obs)
+        self.mask_source = masks.resolve_source(cfg.action_mask, self.action_space, agent_obs, refused=MASK_REFUSALS,
+                                                observation="each agent's observation space")
         self._own_space = masks.without_mask_key(agent_obs) if self.mask_source == "obs" else agent_obs
         self.agent_id, self.critic = policy.agent_id, policy.critic
         self.observation_space = self._view_space(self._own_space)
@@ -357,22 +360,6 @@ class GroupRows:
         return self.parent.max_episode_steps
 
     # -- spaces
-    def _mask_source(self, setting: str, agent_obs: Any) -> str | None:
-        if setting == "none" or self._mask_size is None:
-            if setting not in ("none", "auto"):
-                raise masks.MaskError(f"env.action_mask = {setting!r}: action masks need a Discrete, MultiDiscrete "
-                                      f"or MultiBinary action space, not {self.action_space}")
-            return None
-        if setting == "method":
-            raise masks.MaskError("env.action_mask = 'method' is for gymnasium envs; a PettingZoo env gives masks "
-                                  "in each agent's observation ('obs') or info ('info')")
-        if setting == "obs" or (setting == "auto" and masks.has_mask_key(agent_obs)):
-            if not masks.has_mask_key(agent_obs):
-                raise masks.MaskError(f"env.action_mask = 'obs' needs a Dict observation with key "
-                                      f"{masks.MASK_KEY!r}; the agents observe {agent_obs}")
-            return "obs"
-        return "info" if setting == "info" else masks.PENDING_INFO
-
     def _view_space(self, own: Any) -> Any:
         M = self.rows_per_env
         one_hot = spaces.Box(0.0, 1.0, (M,), np.float32)
@@ -422,36 +409,27 @@ class GroupRows:
 
     def read_masks(self, i: int, obs: dict, infos: dict, at_reset: bool) -> None:
         """Keep copy i's masks (all true for rows that are not valid: their action is ignored)."""
-        source = self.mask_source
+        # "auto": the first reset decides whether infos carry masks (the first agent's info)
+        first = next((infos[a] for a in self.agents if a in infos), None)
+        source = self.mask_source = masks.settle_source(self.mask_source, first)
         if source is None:
             return
-        if source == masks.PENDING_INFO:  # "auto": the first reset decides whether infos carry masks
-            agent = next((a for a in self.agents if a in infos), None)
-            source = "info" if agent is not None and masks.MASK_KEY in (infos.get(agent) or {}) else None
-            self.mask_source = source
-            if source is None:
-                return
         M = self.rows_per_env
         for j, agent in enumerate(self.agents):
             r = i * M + j
-            if not self._alive[r]:
-                self._mask_rows[r] = True
-                continue
-            raw = obs[agent][masks.MASK_KEY] if source == "obs" else (infos.get(agent) or {}).get(masks.MASK_KEY)
-            try:
-                if raw is None:
-                    raise masks.MaskError(f"env.action_mask = 'info': agent {agent!r} gave no "
-                                          f"info[{masks.MASK_KEY!r}]")
-                row = masks.check_mask(np.asarray(raw)[None], 1, self._mask_size)[0]
-            except masks.MaskError as exc:
-                if at_reset:
-                    raise ConfigError(f"env {self.parent.name}: {exc}") from None
-                raise TrainingError(f"env {self.parent.name}: {exc} (at vector step {self.parent.steps})") from None
-            if masks.first_without_legal_action(row[None], self._mask_components) is not None:
-                where = "on reset" if at_reset else f"at vector step {self.parent.steps}"
-                raise TrainingError(f"env {self.parent.name}: agent {agent!r} of copy {i} has no legal action "
-                                    f"{where}; every state needs a legal action")
-            self._mask_rows[r] = row
+            self._mask_rows[r] = self._agent_mask(i, agent, source, obs, infos, at_reset) if self._alive[r] else True
+
+    def _agent_mask(self, i: int, agent: str, source: str, obs: dict, infos: dict, at_reset: bool) -> np.ndarray:
+        """The ``[A]`` bool mask of agent ``agent`` of copy i, read and checked (shell.envs.masks)."""
+        steps = self.parent.steps
+        try:
+            raw = masks.read_mask(source, obs[agent] if source == "obs" else None, infos.get(agent) or {},
+                                  whose_info=f"the info of agent {agent!r}")
+            mask = masks.check_mask(np.asarray(raw)[None], 1, self.action_space,
+                                    row=lambda _: f"agent {agent!r} of copy {i}", where=masks.moment(at_reset, steps))
+        except masks.MaskError as exc:
+            raise masks.env_error(exc, self.parent.name, at_reset, steps) from None
+        return mask[0]
 
     def observation(self, rows_obs: list[Any] | None = None) -> Any:
         """The rows' observations as the policy sees them (see the module doc), as tensors."""

@@ -29,9 +29,10 @@ def main() -> None:
     dist.all_gather(gathered, after)
     obs_gathered = [torch.zeros_like(trainer.lanes.only.storage.obs) for _ in range(d.world_size)]
     dist.all_gather(obs_gathered, trainer.lanes.only.storage.obs)
+    rewards = trainer.lanes.only.reward_scaler.moments
     stats = torch.cat([trainer.agent.obs_normalizer.moments.mean, trainer.agent.obs_normalizer.moments.var,
-                       trainer.agent.obs_normalizer.moments.count[None], trainer.lanes.only.reward_scaler.moments.mean[None],
-                       trainer.lanes.only.reward_scaler.moments.var[None], trainer.lanes.only.reward_scaler.moments.count[None]])
+                       trainer.agent.obs_normalizer.moments.count[None], rewards.mean[None], rewards.var[None],
+                       rewards.count[None]])
     stats_gathered = [torch.zeros_like(stats) for _ in range(d.world_size)]
     dist.all_gather(stats_gathered, stats)
     if d.is_main:

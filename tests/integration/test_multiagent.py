@@ -141,7 +141,9 @@ def test_each_critic_trains_and_the_actor_ignores_the_critic_input(tmp_path, cri
     agent = result.policy.agent
     if critic != "local":
         assert agent.critic_encoder is not None
-        obs = make_lanes(result.config.env, torch.device("cpu"), policy=result.config.policy).reset(seed=0)["runner"].obs
+        env = make_lanes(result.config.env, torch.device("cpu"), policy=result.config.policy)
+        obs = env.reset(seed=0)["runner"].obs
+        env.close()
         changed = {**obs, CRITIC_KEY: obs[CRITIC_KEY] + 100.0}
         with torch.no_grad():
             assert torch.equal(agent.act(obs), agent.act(changed))

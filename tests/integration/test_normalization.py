@@ -97,7 +97,8 @@ def test_resume_restores_the_statistics_exactly(tmp_path):
     for name in ("mean", "var", "count"):
         assert torch.equal(getattr(fresh.agent.obs_normalizer.moments, name),
                            getattr(trainer.agent.obs_normalizer.moments, name))
-        assert torch.equal(getattr(fresh.lanes.only.reward_scaler.moments, name), getattr(trainer.lanes.only.reward_scaler.moments, name))
+        assert torch.equal(getattr(fresh.lanes.only.reward_scaler.moments, name),
+                           getattr(trainer.lanes.only.reward_scaler.moments, name))
     summary = resume(run, total_timesteps=768).summary
     assert summary["env_steps"] == 768
     state = load_checkpoint(summary["checkpoint"])
@@ -122,7 +123,8 @@ def test_truncation_bootstrap_sees_final_obs_normalised_with_the_same_statistics
         seen = np.array([-50.0, 1.0, 2.0, 3.0, 4.0])  # observations acted on, steps 0..4, in both envs
         expected = 0.9 * (FINAL_MARK - seen.mean()) / np.sqrt(seen.var() + 1e-8)
         assert torch.allclose(trainer.lanes.only.storage.rewards[4], torch.full((2,), float(expected)), rtol=1e-5)
-        stored = trainer.lanes.only.storage.obs[:, 0, 0].double().numpy()  # normalised at action time: later stats differ
+        # normalised at action time: later stats differ
+        stored = trainer.lanes.only.storage.obs[:, 0, 0].double().numpy()
         assert stored[0] != pytest.approx((seen[0] - seen.mean()) / seen.std())
         trainer.env.close()
     finally:
