@@ -319,9 +319,12 @@ class Trainer:
                     checkpoint = self.save()
                     if eval_due and row["eval_return"] == self.best_eval:
                         self.checkpoints.mark_best(checkpoint)
-                progress.update(step_batch)
                 progress.set_postfix(sps=int(row["sps"]), refresh=False,
                                      ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
+                if self.update < self.num_updates and not self.stopped_early:
+                    progress.update(step_batch)
+                else:  # the last update: the closing line shows it, so the final line is printed once
+                    progress.n += step_batch
                 if self.stopped_early:
                     break
             checkpoint = self.save()

@@ -14,7 +14,8 @@ SCALARS = CSV_FIELDS[2:]  # metrics.csv's columns after update and env_steps (th
 
 
 class TensorBoardLogger(Logger):
-    """``RUN_DIR/tensorboard``: ``train/<column>`` and ``charts/episodic_*``, ``charts/eval_return``."""
+    """``RUN_DIR/tensorboard``: ``train/<column>`` and ``charts/episodic_*``, ``charts/eval_return``; in a run of
+    several lanes also ``lanes/<group>/<metric>``."""
 
     name = "tensorboard"
 
@@ -32,6 +33,9 @@ class TensorBoardLogger(Logger):
                 continue
             group = "charts" if key.startswith(("episodic", "eval")) else "train"
             self._writer.add_scalar(f"{group}/{key}", value, row["env_steps"])
+        for key, value in row.items():  # a run of several lanes: each group's own metrics, "<group>/<metric>"
+            if "/" in key and value != "":
+                self._writer.add_scalar(f"lanes/{key}", value, row["env_steps"])
         self._writer.flush()
 
     def close(self) -> None:

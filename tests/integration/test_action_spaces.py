@@ -150,7 +150,7 @@ def test_torch_backend_actions_stay_in_the_box(tmp_path):
     trainer.env.step = lambda action: (sent.append(action.clone()), step(action))[1]
     trainer.collect(trainer.env.reset(seed=0))
     actions = torch.cat(sent)
-    space = trainer.env.action_space
+    space = trainer.env.lanes[None].action_space
     assert actions.dtype == torch.float32 and actions.shape == (256, 1)
     assert torch.all(actions >= float(space.low[0])) and torch.all(actions <= float(space.high[0]))
     assert (actions == 2.0).any()
@@ -213,7 +213,7 @@ def test_integer_box_stores_float_raw_actions_and_consistent_log_probs(tmp_path)
         assert torch.allclose(storage.log_probs.flatten(), actor.log_prob(obs, raw), atol=1e-5)
         actions = actor.env_action(raw)
     assert torch.equal(actions, actions.round()) and actions.min() == 0 and actions.max() == 10
-    space = trainer.env.action_space
+    space = trainer.env.lanes[None].action_space
     assert in_space(to_env_action(actions, space), space)
     trainer.env.close()
 

@@ -141,7 +141,7 @@ def test_no_dummy_step_of_a_next_step_env_enters_the_batch(tmp_path: Path, recur
         "ppo": {"num_steps": 24, "num_minibatches": 3, "gamma": 0.5},
         "run": {"eval_episodes": 0}})
     trainer = Trainer(cfg, tmp_path, env_source=counting_vec(), source_kind="vector_env")
-    assert trainer.env.next_step
+    assert trainer.env.env.next_step
     raw_obs = []
     update_and_normalize = trainer.agent.obs_normalizer.update_and_normalize
 
@@ -164,7 +164,7 @@ def test_no_dummy_step_of_a_next_step_env_enters_the_batch(tmp_path: Path, recur
     assert int(trainer.agent.obs_normalizer.moments.count) == real
     assert int(trainer.lanes.only.reward_scaler.moments.count) == real
     # episode statistics: whole episodes, the dummy not counted
-    count, return_sum, length_sum = episodes.tolist()
+    count, return_sum, length_sum = episodes[None].tolist()
     ended = lengths[st.dones]  # the length of each episode that ended in this rollout
     assert st.dones[dummy].sum() == 0 and count == len(ended) >= 3
     assert length_sum == ended.sum() and return_sum == (ended * (ended + 1) / 2).sum()

@@ -39,9 +39,10 @@ def test_the_config_path_keeps_dummy_steps_out_and_bootstraps_truncations(standi
     those of 7 by the time limit. Every step after an end is a dummy, flagged invalid; the episode
     statistics are whole episodes; a truncation's reward carries the bootstrap gamma * V(final_obs)."""
     trainer = Trainer(counting_config(), tmp_path)
-    assert trainer.env.next_step
+    assert trainer.env.env.next_step
     obs = trainer.env.reset(seed=0)
     obs, episodes = trainer.collect(obs)
+    episodes = episodes[None]
     st = trainer.lanes.only.storage
     valid, dones, rewards = st.valid, st.dones, st.rewards
     assert not valid.all()

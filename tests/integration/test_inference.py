@@ -107,7 +107,7 @@ def tiny_config(env: dict, policy: dict | None = None, **run):
 def test_checkpoints_store_the_envs_spaces(tmp_path):
     config = tiny_config({"id": "tests.integration.custom_envs:MixedDict-v0"})
     trainer = Trainer(config, tmp_path / "run", progress=False)
-    observation_space, action_space = trainer.env.observation_space, trainer.env.action_space
+    observation_space, action_space = trainer.env.lanes[None].observation_space, trainer.env.lanes[None].action_space
     trainer.train()
     state = load_checkpoint(next((tmp_path / "run" / "checkpoints").glob("ckpt_*.pt")))
     assert_same_space(space_from_data(state["spaces"]["observation"]), observation_space)

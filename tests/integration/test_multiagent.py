@@ -83,7 +83,7 @@ def test_no_transition_of_a_gone_agent_is_used(tmp_path):
         assert float(trainer.agent.obs_normalizer.moments.count) - count_before == int(valid.sum())
         rows = sum(len(mb["advantages"]) for mb in trainer.lanes.only.storage.minibatches(2))
         assert rows == int(valid.sum())
-        count, total, _ = episodes.tolist()
+        count, total, _ = trainer.lanes.episode_totals(episodes).tolist()
         assert count == 4 and total == 4 * 28.0
         assert (trainer.lanes.only.storage.rewards[~valid] == 0).all()
     finally:
@@ -213,6 +213,10 @@ def test_simple_spread_through_main(tmp_path):
     summary = last_json(proc.stdout)
     assert summary["env_steps"] == 3200 and summary["eval_episodes"] == 4
     assert summary["eval_return_mean"] == pytest.approx(3 * summary["eval_return_per_agent"])
+    versions = json.loads((tmp_path / "run" / "versions.json").read_text())
+    assert versions["pettingzoo"] and versions["mpe2"]  # the env's packages, recorded with the run
+    # the progress bar's last line is printed once (its segments are separated by carriage returns)
+    assert sum("100%" in part for part in proc.stderr.replace("\r", "\n").splitlines()) == 1
 
 
 MIXED = {"env.kwargs": {"kind": "mixed"}}
@@ -222,7 +226,8 @@ def test_groups_with_different_spaces_train_export_resume_and_load(tmp_path):
     """Runners and a scout (other spaces) form two groups by default, a policy each; the team return sums both
     groups exactly; export writes one file per group; load_policy maps every agent; a resume continues."""
     run = tmp_path / "run"
-    result = train(config=config(**MIXED), run_dir=run, progress=False)
+    rows = []
+    result = train(config=config(**MIXED), run_dir=run, progress=False, callbacks=[rows.append])
     assert set(result.policy.agent) == {"runner", "scout"}
     assert result.summary["eval_return_mean"] == 2 * 1 + 4 * 2 + 5 * 10
     assert result.summary["eval_return_per_agent"] == pytest.approx(60 / 3)
@@ -244,6 +249,22 @@ def test_groups_with_different_spaces_train_export_resume_and_load(tmp_path):
     assert last_json(proc.stdout)["eval_return_mean"] == 60.0
     with open(run / "metrics.csv") as f:
         assert [int(r["update"]) for r in csv.DictReader(f)] == [1, 2, 3]
+    # each lane's own metrics: metrics.<group>.csv, one row per update across the resume, and the run's row is
+    # the mean over the lanes
+    for group in ("runner", "scout"):
+        with open(run / f"metrics.{group}.csv") as f:
+            lane = list(csv.DictReader(f))
+        assert [int(r["update"]) for r in lane] == [1, 2, 3]
+        assert list(lane[0])[:2] == ["update", "env_steps"] and "approx_kl" in lane[0]
+        assert float(lane[0]["policy_loss"]) == pytest.approx(rows[0][f"{group}/policy_loss"])
+    assert float(lane[0]["episodic_return"]) == 50.0  # the scout's 5 steps of 10
+    for key in ("policy_loss", "entropy", "approx_kl"):
+        assert rows[0][key] == pytest.approx((rows[0][f"runner/{key}"] + rows[0][f"scout/{key}"]) / 2)
+
+
+def test_a_run_of_one_lane_writes_no_lane_files(tmp_path):
+    train(config=config(), run_dir=tmp_path / "run", progress=False)
+    assert sorted(p.name for p in (tmp_path / "run").glob("metrics*.csv")) == ["metrics.csv"]
 
 
 def test_a_group_of_differing_spaces_is_refused(tmp_path):

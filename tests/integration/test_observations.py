@@ -227,6 +227,7 @@ def test_life_loss_ends_training_episodes_but_not_the_game(tmp_path, life_loss):
     trainer = Trainer(cfg, tmp_path)
     obs = trainer.env.reset(seed=0)
     obs, episodes = trainer.collect(obs)
+    episodes = episodes[None]
     rewards, dones = trainer.lanes.only.storage.rewards, trainer.lanes.only.storage.dones
     assert set(rewards.unique().tolist()) <= {-1.0, 0.0, 1.0}  # sign-clipped for training
     # a game is 400 frames = at most 100 agent steps after the no-ops: 1-2 games per env in 128 steps,
