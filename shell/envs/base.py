@@ -18,7 +18,7 @@ A backend is a module listed in :data:`shell.envs.registry.BACKENDS` with three 
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -124,6 +124,13 @@ def refuse_wrappers(cfg: EnvConfig) -> None:
     """
     if cfg.wrappers:
         raise ConfigError(f"env.wrappers need env.backend = 'gymnasium', not {cfg.backend!r}")
+
+
+def source_name(source: Any) -> str:
+    """The name messages give a user's env factory or ready vector env: its ``__name__`` (a
+    ``functools.partial``'s function's), else its type's name."""
+    func = getattr(source, "func", source)  # functools.partial
+    return getattr(func, "__name__", None) or type(source).__name__
 
 
 def backend_error(cfg: EnvConfig, exc: Exception) -> ConfigError:

@@ -20,7 +20,7 @@ from gymnasium.vector import AutoresetMode
 from shell.actions import to_env_action
 from shell.config import EnvConfig
 from shell.envs import masks
-from shell.envs.base import StepResult, check_action_space
+from shell.envs.base import StepResult, check_action_space, source_name
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
@@ -249,7 +249,7 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
     def make() -> gym.Env:
         env = factory(render_mode=render_mode) if render_mode is not None else factory()
         if not isinstance(env, gym.Env):
-            raise ConfigError(f"the env factory {getattr(factory, '__name__', factory)!r} returned "
+            raise ConfigError(f"the env factory {source_name(factory)!r} returned "
                               f"{type(env).__name__}, not a gymnasium.Env")
         if cfg.max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, cfg.max_episode_steps)
@@ -262,7 +262,7 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
     except ConfigError:
         raise
     except Exception as exc:
-        raise ConfigError(f"the env factory {getattr(factory, '__name__', factory)!r} raised "
+        raise ConfigError(f"the env factory {source_name(factory)!r} raised "
                           f"{type(exc).__name__}: {first_line(exc)}") from None
     vector_class = gym.vector.AsyncVectorEnv if cfg.vectorization_mode == "async" else gym.vector.SyncVectorEnv
     return vector_class([make] * num_envs, **_vector_kwargs(cfg))
@@ -328,7 +328,7 @@ class GymVecEnv:
 
     def __init__(self, vector_env: gym.vector.VectorEnv, cfg: EnvConfig, device: torch.device,
                  name: str | None = None):
-        self._id = name  # for messages
+        self._id = name or source_name(vector_env)  # for messages, where the vector env has no spec id
         try:
             mode = autoreset_mode(vector_env)
         except ConfigError:
@@ -442,7 +442,7 @@ class GymVecEnv:
         self._mask = torch.as_tensor(mask, device=self.device)
 
     def _name(self) -> str:
-        return getattr(self.env.spec, "id", None) or self._id or "env"
+        return getattr(self.env.spec, "id", None) or self._id
 
     def _lives(self, info: dict) -> np.ndarray:
         if "lives" not in info:
@@ -534,7 +534,8 @@ def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str |
 def from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: int, device: torch.device,
                  render_mode: str | None = None, wrappers: list | None = None) -> GymVecEnv:
     """``num_envs`` copies of a user's ``factory()`` (see :func:`vec_from_factory`)."""
-    return GymVecEnv(vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), cfg, device)
+    return GymVecEnv(vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), cfg, device,
+                     name=source_name(factory))
 
 
 def from_vector_env(vector_env: gym.vector.VectorEnv, cfg: EnvConfig, device: torch.device) -> GymVecEnv:

@@ -49,7 +49,7 @@ from gymnasium import spaces
 from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
-from shell.envs.base import StepResult, check_action_space
+from shell.envs.base import StepResult, check_action_space, source_name
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
@@ -559,7 +559,8 @@ class ParallelVecEnv:
     """
 
     def __init__(self, probe: Any, make_copies: Callable[[bool], Any], copies: int, cfg: EnvConfig,
-                 device: torch.device, policy: PolicyConfig | None = None, name: str = "env"):
+                 device: torch.device, policy: PolicyConfig | None = None, name: str | None = None):
+        name = name or type(probe).__name__  # make passes env.id, from_factory the factory's name
         self.probe, self.name, self.device = probe, name, device
         self.copies = copies
         self.steps = 0
@@ -772,5 +773,4 @@ def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str |
 def from_factory(factory: Callable[[], Any], cfg: EnvConfig, num_envs: int, device: torch.device,
                  render_mode: str | None = None, policy: PolicyConfig | None = None) -> ParallelVecEnv:
     """``num_envs`` copies of a user's ``factory()`` returning a ``pettingzoo.ParallelEnv``."""
-    name = getattr(factory, "__name__", None) or type(factory).__name__
-    return _build(factory, cfg, num_envs, device, render_mode, policy, name)
+    return _build(factory, cfg, num_envs, device, render_mode, policy, source_name(factory))

@@ -16,7 +16,7 @@ from pettingzoo import ParallelEnv
 from shell.api import train
 from shell.config import load_config
 from shell.envs import make_env
-from shell.errors import ConfigError
+from shell.errors import ConfigError, TrainingError
 from shell.inference import load_policy
 from shell.observations import CRITIC_KEY
 from shell.runner import Trainer
@@ -303,6 +303,18 @@ def test_recurrent_agents_policy_keeps_each_agents_state_until_reset(tmp_path):
     first = episode()
     assert [len(a) for a in first] == [3, 3, 2, 2, 1, 1]  # agents leave; each keeps its own row
     assert [{k: int(v) for k, v in a.items()} for a in episode()] == [{k: int(v) for k, v in a.items()} for a in first]
+
+
+def test_an_env_that_raises_is_named_by_its_factory(tmp_path):
+    class Stalling(Relay):
+        def step(self, actions):
+            raise RuntimeError("motor stalled")
+
+    def stalling_relay():
+        return Stalling()
+
+    with pytest.raises(TrainingError, match=r"^env stalling_relay raised RuntimeError.*: motor stalled"):
+        train(config=config(), env=stalling_relay, run_dir=tmp_path / "run", progress=False)
 
 
 def test_a_misspelt_module_is_named_not_the_extra(tmp_path):
