@@ -8,6 +8,7 @@ Also the per-sub-env wrappers every gymnasium-built env gets: the user's ``env.w
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -211,10 +212,36 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
             context.append(f"env.obs_keys = {list(cfg.obs_keys)!r}")
         where = f" ({'; '.join(context)})" if context and not isinstance(exc, gym.error.Error) else ""
         module = cfg.id.split(":")[0] if ":" in cfg.id else None
+        if isinstance(exc, gym.error.UnregisteredEnv) and _names_pettingzoo_module(cfg.id):
+            raise ConfigError(f"env {cfg.id!r} names a PettingZoo module, not a gymnasium id; set "
+                              "env.backend = 'pettingzoo'") from None
         if module and f"No module named '{module.split('.')[0]}'" in msg:  # "my_module:MyEnv-v0" not importable
             msg = (f"module {module!r} cannot be imported; put the folder that holds it on PYTHONPATH "
                    f"(or run from that folder)")
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
+
+
+def _names_pettingzoo_module(env_id: str) -> bool:
+    """Whether ``env_id``, which gymnasium does not know, names a PettingZoo env module (``module`` or
+    ``module:name``): one of the mpe2 and pettingzoo packages (installed or not), a module with
+    ``parallel_env``, or ``name`` a ParallelEnv class. Asked only to word an error."""
+    module_name, _, attr = env_id.partition(":")
+    parts = module_name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return False
+    if parts[0] in ("mpe2", "pettingzoo"):
+        return True
+    try:
+        if importlib.util.find_spec(parts[0]) is None:
+            return False
+        module = importlib.import_module(module_name)
+    except Exception:
+        return False
+    if callable(getattr(module, "parallel_env", None)):
+        return True
+    obj = getattr(module, attr, None) if attr.isidentifier() else None
+    return isinstance(obj, type) and any(c.__name__ == "ParallelEnv" and c.__module__.startswith("pettingzoo")
+                                         for c in obj.__mro__)
 
 
 def autoreset_mode(env: gym.vector.VectorEnv) -> AutoresetMode:
