@@ -60,13 +60,19 @@ CRITICS = ("local", "state", "concat")
 
 # ----------------------------------------------------------------------------- building
 def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
-    """``env.id`` (a module path) -> a function making one parallel env with ``env.kwargs``.
+    """``env.id`` -> a function making one parallel env with ``env.kwargs``: ``"module"`` names a module
+    with ``parallel_env``; ``"module:name"`` names the function (or class) ``name`` in ``module`` that
+    makes a ParallelEnv, used instead of ``parallel_env``.
 
     Raises:
         ConfigError: the module cannot be imported (naming the multiagent extra for mpe2 and
-            pettingzoo), or it has no ``parallel_env`` (an AEC-only env: naming ``aec_to_parallel``).
+            pettingzoo), it has no ``name`` (naming both) or ``name`` is not callable, or it has no
+            ``parallel_env`` (an AEC-only env: naming ``aec_to_parallel``).
     """
-    module_name = cfg.id.split(":")[0]
+    module_name, colon, attr = cfg.id.partition(":")
+    if colon and not attr:
+        raise ConfigError(f"env.id {cfg.id!r} names no function after ':'; use 'module' (its parallel_env) "
+                          "or 'module:function' (a function of the module that makes a ParallelEnv)")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # a missing package, a misspelt module, or an error inside the module
@@ -75,8 +81,18 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
             raise ConfigError(f"env {cfg.id!r} needs the {top} package; run: {install_hint('multiagent')}") from None
         raise ConfigError(f"env.backend = 'pettingzoo': cannot import {module_name!r} ({type(exc).__name__}: "
                           f"{first_line(exc)}); env.id names an importable module with parallel_env(), e.g. "
-                          "'mpe2.simple_spread_v3' (your own module: put its folder on PYTHONPATH)") from None
-    make = getattr(module, "parallel_env", None)
+                          "'mpe2.simple_spread_v3', or 'module:function' for a function of it that makes a "
+                          "ParallelEnv (your own module: put its folder on PYTHONPATH)") from None
+    if attr:
+        make = getattr(module, attr, None)
+        if make is None:
+            raise ConfigError(f"env {cfg.id!r}: module {module_name!r} has no {attr!r}; after ':' env.id names "
+                              "a function of the module that makes a ParallelEnv")
+        if not callable(make):
+            raise ConfigError(f"env {cfg.id!r}: {module_name}.{attr} is a {type(make).__name__}, not a function "
+                              "that makes a ParallelEnv")
+    else:
+        make = getattr(module, "parallel_env", None)
     if make is None:
         aec = "; it has an AEC env: wrap it with pettingzoo.utils.conversions.aec_to_parallel and pass the " \
               "factory from Python" if hasattr(module, "env") else ""

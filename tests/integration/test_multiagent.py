@@ -305,6 +305,18 @@ def test_recurrent_agents_policy_keeps_each_agents_state_until_reset(tmp_path):
     assert [{k: int(v) for k, v in a.items()} for a in episode()] == [{k: int(v) for k, v in a.items()} for a in first]
 
 
+def test_env_id_module_colon_name_makes_the_env_with_that_function():
+    """``env.id = "module:name"``: ``name`` of the module makes the env, instead of its parallel_env."""
+    env = make_env(config(**{"env.id": f"{RELAY}:Mixed"}).env, torch.device("cpu"), policy=config().policy)
+    try:
+        assert env.group_agents == {"runner": ["runner_0", "runner_1"], "scout": ["scout_0"]}
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match=re.escape(f"module {RELAY!r} has no 'Scout'")) as info:
+        make_env(config(**{"env.id": f"{RELAY}:Scout"}).env, torch.device("cpu"))
+    assert "\n" not in str(info.value)
+
+
 def test_an_env_that_raises_is_named_by_its_factory(tmp_path):
     class Stalling(Relay):
         def step(self, actions):
