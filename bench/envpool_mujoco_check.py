@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shell.config import load_config
-from shell.evaluation import load_policy
+from shell.inference import load_policy
 
 
 def first_episodes(env: gym.vector.VectorEnv, act, n: int, seed: int) -> tuple[list[float], list[int]]:

@@ -1,5 +1,5 @@
 """Single-observation inference latency on the CPU: the exported ONNX file (onnxruntime) and pt2 program
-(torch.export) against ``shell.evaluation.load_policy``.
+(torch.export) against ``shell.inference.load_policy``.
 
     python bench/export_latency.py [--calls 4000] [--rounds 8] [--out bench/results/export_latency.json]
 
@@ -69,7 +69,7 @@ def bench_env(env_id: str, run: Path, calls: int, rounds: int) -> dict:
     import onnxruntime
     import torch
 
-    from shell.evaluation import load_policy
+    from shell.inference import load_policy
 
     onnx_file, pt2_file = (Path(json.loads(sh("export", str(run), "--format", f))["export"]) for f in ("onnx", "pt2"))
     policy = load_policy(run)

@@ -14,7 +14,13 @@ class ExportError(RuntimeError):
     policy does (exit code 1)."""
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message ("" for none), for one-line errors."""
-    text = str(exc)
-    return text.splitlines()[0] if text else ""
+def first_line(exc: BaseException, *, with_type: bool = False) -> str:
+    """The first line of an exception's message ("" for none), for one-line errors and warnings.
+
+    With ``with_type``: ``Type: first line`` (the type's name alone for an empty message).
+    """
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    if not with_type:
+        return line
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__

@@ -1,8 +1,6 @@
 """Deterministic evaluation episodes, and checkpoint evaluation (the ``eval`` command, with video).
 
-Loading a checkpoint and the deployable :class:`Policy` live in shell/inference.py; ``load_policy``,
-``Policy`` and the other names that moved there are re-exported here for one release
-(``from shell.evaluation import load_policy`` keeps working).
+Loading a checkpoint and the deployable ``Policy`` live in shell/inference.py.
 """
 
 from __future__ import annotations
@@ -25,24 +23,13 @@ from shell.envs import Rows, make_lanes
 from shell.envs import eval_env_config as backend_eval_config
 from shell.envs.masks import require_mask
 from shell.errors import ConfigError
-from shell.inference import (
-    SOURCE_NAMES,
-    Policy,
-    build_agent,
-    load_agent,
-    load_policy,
-    require_env,
-    resolve_checkpoint,
-)
+from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
 from shell.stop import StopRequest
 from shell.tracking import log_videos
 
-# SOURCE_NAMES, Policy, build_agent, load_agent, load_policy and resolve_checkpoint moved to shell.inference;
-# they are re-exported here for one release
-__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "EVAL_SEED_OFFSET", "SOURCE_NAMES", "EvalResult", "Policy", "build_agent",
-           "eval_checkpoint", "eval_env_config", "eval_episode_cap", "eval_fields", "evaluate",
-           "load_agent", "load_policy", "resolve_checkpoint"]
+__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "EVAL_SEED_OFFSET", "EvalResult", "eval_checkpoint", "eval_env_config",
+           "eval_episode_cap", "eval_fields", "evaluate"]
 
 EVAL_SEED_OFFSET = 1_000_000
 DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000

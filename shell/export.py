@@ -61,7 +61,7 @@ from gymnasium import spaces
 from torch import nn
 
 from shell.envs.masks import MASK_KEY, component_sizes, mask_size
-from shell.errors import ConfigError, ExportError
+from shell.errors import ConfigError, ExportError, first_line
 from shell.inference import Policy, load_agent, resolve_checkpoint
 from shell.installation import install_hint
 from shell.observations import ObsLayout, ObsPart, obs_layout
@@ -262,11 +262,6 @@ def _dynamic_shapes(module: DeterministicPolicy) -> tuple[tuple[dict[int, Any], 
     return (tuple({0: batch} for _ in module.input_names),)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-
-
 _ONNX_REGISTRATION_LOGGER = "torch.onnx._internal.exporter._registration"
 
 
@@ -294,7 +289,7 @@ def _write_onnx(module: DeterministicPolicy, example: tuple, path: Path, metadat
                                         output_names=module.output_names, dynamic_shapes=_dynamic_shapes(module),
                                         external_data=False, optimize=True, verbose=False)
     except Exception as exc:
-        raise ExportError(f"torch.onnx.export failed: {_first_line(exc)}") from exc
+        raise ExportError(f"torch.onnx.export failed: {first_line(exc, with_type=True)}") from exc
     model = program.model_proto
     onnx.helper.set_model_props(model, {METADATA_KEY: json.dumps(metadata)})
     onnx.save_model(model, str(path))
@@ -304,7 +299,7 @@ def _write_pt2(module: DeterministicPolicy, example: tuple, path: Path, metadata
     try:
         program = torch.export.export(module, example, dynamic_shapes=_dynamic_shapes(module))
     except Exception as exc:
-        raise ExportError(f"torch.export.export failed: {_first_line(exc)}") from exc
+        raise ExportError(f"torch.export.export failed: {first_line(exc, with_type=True)}") from exc
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=NO_COMPLETE_TENSOR)
         torch.export.save(program, str(path), extra_files={f"{METADATA_KEY}.json": json.dumps(metadata)})

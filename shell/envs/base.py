@@ -251,6 +251,13 @@ def refuse_wrappers(cfg: EnvConfig) -> None:
         raise ConfigError(f"env.wrappers need env.backend = 'gymnasium', not {cfg.backend!r}")
 
 
+def source_name(source: Any) -> str:
+    """The name messages give a user's env factory or ready vector env: its ``__name__`` (a
+    ``functools.partial``'s function's), else its type's name."""
+    func = getattr(source, "func", source)  # functools.partial
+    return getattr(func, "__name__", None) or type(source).__name__
+
+
 def backend_error(cfg: EnvConfig, exc: Exception) -> ConfigError:
     """One line for a C++ backend's vector env that could not be built from ``cfg`` (pybind11's
     many-line type errors are cut to what they mean)."""

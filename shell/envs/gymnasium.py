@@ -8,6 +8,7 @@ Also the per-sub-env wrappers every gymnasium-built env gets: the user's ``env.w
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ from gymnasium.vector import AutoresetMode
 from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
-from shell.envs.base import StepResult, check_action_space
+from shell.envs.base import StepResult, check_action_space, source_name
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
@@ -211,10 +212,36 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
             context.append(f"env.obs_keys = {list(cfg.obs_keys)!r}")
         where = f" ({'; '.join(context)})" if context and not isinstance(exc, gym.error.Error) else ""
         module = cfg.id.split(":")[0] if ":" in cfg.id else None
+        if isinstance(exc, gym.error.UnregisteredEnv) and _names_pettingzoo_module(cfg.id):
+            raise ConfigError(f"env {cfg.id!r} names a PettingZoo module, not a gymnasium id; set "
+                              "env.backend = 'pettingzoo'") from None
         if module and f"No module named '{module.split('.')[0]}'" in msg:  # "my_module:MyEnv-v0" not importable
             msg = (f"module {module!r} cannot be imported; put the folder that holds it on PYTHONPATH "
                    f"(or run from that folder)")
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
+
+
+def _names_pettingzoo_module(env_id: str) -> bool:
+    """Whether ``env_id``, which gymnasium does not know, names a PettingZoo env module (``module`` or
+    ``module:name``): one of the mpe2 and pettingzoo packages (installed or not), a module with
+    ``parallel_env``, or ``name`` a ParallelEnv class. Asked only to word an error."""
+    module_name, _, attr = env_id.partition(":")
+    parts = module_name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return False
+    if parts[0] in ("mpe2", "pettingzoo"):
+        return True
+    try:
+        if importlib.util.find_spec(parts[0]) is None:
+            return False
+        module = importlib.import_module(module_name)
+    except Exception:
+        return False
+    if callable(getattr(module, "parallel_env", None)):
+        return True
+    obj = getattr(module, attr, None) if attr.isidentifier() else None
+    return isinstance(obj, type) and any(c.__name__ == "ParallelEnv" and c.__module__.startswith("pettingzoo")
+                                         for c in obj.__mro__)
 
 
 def autoreset_mode(env: gym.vector.VectorEnv) -> AutoresetMode:
@@ -249,7 +276,7 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
     def make() -> gym.Env:
         env = factory(render_mode=render_mode) if render_mode is not None else factory()
         if not isinstance(env, gym.Env):
-            raise ConfigError(f"the env factory {getattr(factory, '__name__', factory)!r} returned "
+            raise ConfigError(f"the env factory {source_name(factory)!r} returned "
                               f"{type(env).__name__}, not a gymnasium.Env")
         if cfg.max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, cfg.max_episode_steps)
@@ -262,7 +289,7 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
     except ConfigError:
         raise
     except Exception as exc:
-        raise ConfigError(f"the env factory {getattr(factory, '__name__', factory)!r} raised "
+        raise ConfigError(f"the env factory {source_name(factory)!r} raised "
                           f"{type(exc).__name__}: {first_line(exc)}") from None
     vector_class = gym.vector.AsyncVectorEnv if cfg.vectorization_mode == "async" else gym.vector.SyncVectorEnv
     return vector_class([make] * num_envs, **_vector_kwargs(cfg))
@@ -328,7 +355,7 @@ class GymVecEnv:
 
     def __init__(self, vector_env: gym.vector.VectorEnv, cfg: EnvConfig, device: torch.device,
                  name: str | None = None, sub_envs: bool = True):
-        self._id = name  # for messages
+        self._id = name or source_name(vector_env)  # for messages, where the vector env has no spec id
         self._has_sub_envs = sub_envs  # False for a C++ pool (ale, envpool): no gymnasium sub-envs
         try:
             mode = autoreset_mode(vector_env)
@@ -443,7 +470,7 @@ class GymVecEnv:
         self._mask = torch.as_tensor(mask, device=self.device)
 
     def _name(self) -> str:
-        return getattr(self.env.spec, "id", None) or self._id or "env"
+        return getattr(self.env.spec, "id", None) or self._id
 
     def _lives(self, info: dict) -> np.ndarray:
         if "lives" not in info:
@@ -536,7 +563,8 @@ def from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: int, 
                  render_mode: str | None = None, wrappers: list | None = None,
                  policy: PolicyConfig | None = None) -> GymVecEnv:
     """``num_envs`` copies of a user's ``factory()`` (see :func:`vec_from_factory`)."""
-    return GymVecEnv(vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), cfg, device)
+    return GymVecEnv(vec_from_factory(factory, cfg, num_envs, render_mode, wrappers), cfg, device,
+                     name=source_name(factory))
 
 
 def from_vector_env(vector_env: gym.vector.VectorEnv, cfg: EnvConfig, device: torch.device) -> GymVecEnv:

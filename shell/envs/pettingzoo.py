@@ -49,7 +49,7 @@ from gymnasium import spaces
 from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
-from shell.envs.base import LaneSpec, Rows, StepResult, check_action_space, no_sub_envs
+from shell.envs.base import LaneSpec, Rows, StepResult, check_action_space, no_sub_envs, source_name
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
@@ -62,13 +62,19 @@ MASK_REFUSALS = {"method": "is for gymnasium envs; a PettingZoo env gives masks 
 
 # ----------------------------------------------------------------------------- building
 def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
-    """``env.id`` (a module path) -> a function making one parallel env with ``env.kwargs``.
+    """``env.id`` -> a function making one parallel env with ``env.kwargs``: ``"module"`` names a module
+    with ``parallel_env``; ``"module:name"`` names the function (or class) ``name`` in ``module`` that
+    makes a ParallelEnv, used instead of ``parallel_env``.
 
     Raises:
         ConfigError: the module cannot be imported (naming the multiagent extra for mpe2 and
-            pettingzoo), or it has no ``parallel_env`` (an AEC-only env: naming ``aec_to_parallel``).
+            pettingzoo), it has no ``name`` (naming both) or ``name`` is not callable, or it has no
+            ``parallel_env`` (an AEC-only env: naming ``aec_to_parallel``).
     """
-    module_name = cfg.id.split(":")[0]
+    module_name, colon, attr = cfg.id.partition(":")
+    if colon and not attr:
+        raise ConfigError(f"env.id {cfg.id!r} names no function after ':'; use 'module' (its parallel_env) "
+                          "or 'module:function' (a function of the module that makes a ParallelEnv)")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # a missing package, a misspelt module, or an error inside the module
@@ -77,8 +83,18 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
             raise ConfigError(f"env {cfg.id!r} needs the {top} package; run: {install_hint('multiagent')}") from None
         raise ConfigError(f"env.backend = 'pettingzoo': cannot import {module_name!r} ({type(exc).__name__}: "
                           f"{first_line(exc)}); env.id names an importable module with parallel_env(), e.g. "
-                          "'mpe2.simple_spread_v3' (your own module: put its folder on PYTHONPATH)") from None
-    make = getattr(module, "parallel_env", None)
+                          "'mpe2.simple_spread_v3', or 'module:function' for a function of it that makes a "
+                          "ParallelEnv (your own module: put its folder on PYTHONPATH)") from None
+    if attr:
+        make = getattr(module, attr, None)
+        if make is None:
+            raise ConfigError(f"env {cfg.id!r}: module {module_name!r} has no {attr!r}; after ':' env.id names "
+                              "a function of the module that makes a ParallelEnv")
+        if not callable(make):
+            raise ConfigError(f"env {cfg.id!r}: {module_name}.{attr} is a {type(make).__name__}, not a function "
+                              "that makes a ParallelEnv")
+    else:
+        make = getattr(module, "parallel_env", None)
     if make is None:
         aec = "; it has an AEC env: wrap it with pettingzoo.utils.conversions.aec_to_parallel and pass the " \
               "factory from Python" if hasattr(module, "env") else ""
@@ -536,7 +552,8 @@ class ParallelVecEnv:
     """
 
     def __init__(self, probe: Any, make_copies: Callable[[bool], Any], copies: int, cfg: EnvConfig,
-                 device: torch.device, policy: PolicyConfig | None = None, name: str = "env"):
+                 device: torch.device, policy: PolicyConfig | None = None, name: str | None = None):
+        name = name or type(probe).__name__  # make passes env.id, from_factory the factory's name
         self.probe, self.name, self.device = probe, name, device
         self.copies = copies
         self.steps = 0
@@ -755,5 +772,4 @@ def from_factory(factory: Callable[[], Any], cfg: EnvConfig, num_envs: int, devi
     """``num_envs`` copies of a user's ``factory()`` returning a ``pettingzoo.ParallelEnv``."""
     if wrappers:
         raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
-    name = getattr(factory, "__name__", None) or type(factory).__name__
-    return _build(factory, cfg, num_envs, device, render_mode, policy, name)
+    return _build(factory, cfg, num_envs, device, render_mode, policy, source_name(factory))

@@ -15,6 +15,8 @@ from typing import Any
 
 import attrs
 
+from shell.errors import first_line
+
 #: A run's end as the trackers record it (MLflow's run statuses).
 FINISHED, KILLED, FAILED = "FINISHED", "KILLED", "FAILED"
 
@@ -93,12 +95,6 @@ def warn(message: str) -> None:
     sys.stderr.flush()
 
 
-def first_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` of an exception, for a one-line warning."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-
-
 def numeric(row: Mapping[str, Any]) -> dict[str, float]:
     """A metrics row as numbers: the columns that hold a value (``""`` and None left out), as floats;
     ``update`` and ``env_steps`` as ints."""
@@ -140,7 +136,7 @@ class Loggers(Logger):
             try:
                 getattr(logger, method)(*args)
             except Exception as exc:
-                warn(f"{logger.name} logger failed ({first_line(exc)}); the run goes on without it "
+                warn(f"{logger.name} logger failed ({first_line(exc, with_type=True)}); the run goes on without it "
                      "(metrics.csv is complete)")
                 self.loggers.remove(logger)
 

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from importlib import util as import_util
 from typing import Any
 
-from shell.errors import ConfigError
+from shell.errors import ConfigError, first_line
 from shell.installation import install_hint
 from shell.tracking import mlflow_tracker, wandb_tracker
-from shell.tracking.base import Logger, Loggers, RunStart, first_line, warn
+from shell.tracking.base import Logger, Loggers, RunStart, warn
 from shell.tracking.tensorboard import TensorBoardLogger
 from shell.tracking.worker import QueuedTracker
 
@@ -67,7 +67,7 @@ def open_loggers(names: Sequence[str], start: RunStart) -> Loggers:
         try:
             loggers.append(_make(name, start))
         except Exception as exc:
-            warn(f"{name} logger failed to open ({first_line(exc)}); the run goes on without it")
+            warn(f"{name} logger failed to open ({first_line(exc, with_type=True)}); the run goes on without it")
     deadline = time.monotonic() + start.timeout  # the trackers open in parallel; training starts once they have
     for logger in loggers:
         if isinstance(logger, QueuedTracker):
@@ -87,5 +87,5 @@ def log_videos(run_dir: Any, loggers: Sequence[str], paths: Sequence[Any], timeo
             if module.log_videos(run_dir, list(paths), timeout):
                 done.append(name)
         except Exception as exc:
-            warn(f"could not log the video to {name} ({first_line(exc)})")
+            warn(f"could not log the video to {name} ({first_line(exc, with_type=True)})")
     return done

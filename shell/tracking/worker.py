@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shell.tracking.base import FINISHED, Logger, RunEnd, RunStart, first_line, numeric, warn
+from shell.errors import first_line
+from shell.tracking.base import FINISHED, Logger, RunEnd, RunStart, numeric, warn
 
 QUEUE_SIZE = 256  # tasks (one per checkpoint, plus opening and finishing)
 
@@ -91,7 +92,7 @@ class QueuedTracker(Logger):
             try:
                 task()
             except Exception as exc:
-                self._fail(f"{self.name}: {first_line(exc)}")
+                self._fail(f"{self.name}: {first_line(exc, with_type=True)}")
             self._progress = time.monotonic()
         try:
             self.backend.close()

@@ -22,9 +22,10 @@ from typing import Any
 import attrs
 
 from shell.config import Config
+from shell.errors import first_line
 from shell.files import atomic_write
 from shell.tracking import flatten_config
-from shell.tracking.base import first_line, warn
+from shell.tracking.base import warn
 from shell.tracking.mlflow_tracker import DEFAULT_EXPERIMENT, client_for, experiment_id, param_value, tracking_uri
 
 STATE_FILE = "mlflow.json"
@@ -66,7 +67,8 @@ def open_study_run(config: dict[str, Any], study: str, study_dir: Path) -> str |
         atomic_write(path, lambda f: f.write((json.dumps(data, indent=2) + "\n").encode()))
         return run.info.run_id
     except Exception as exc:
-        warn(f"mlflow: the study's parent run could not be made ({first_line(exc)}); trials are tracked without it")
+        warn(f"mlflow: the study's parent run could not be made ({first_line(exc, with_type=True)}); "
+             "trials are tracked without it")
         return None
 
 
@@ -111,7 +113,7 @@ def record_trial(config: dict[str, Any], study_dir: Path, number: int, value: fl
             state = json.loads((Path(run_dir) / STATE_FILE).read_text())
             client.set_tag(state["run_id"], "ppo_core.trial_value", str(value))
     except Exception as exc:
-        warn(f"mlflow: trial {number}'s score could not be recorded ({first_line(exc)})")
+        warn(f"mlflow: trial {number}'s score could not be recorded ({first_line(exc, with_type=True)})")
 
 
 def close_study_run(config: dict[str, Any], study_dir: Path, best: dict[str, Any] | None, status: str) -> None:
@@ -129,4 +131,4 @@ def close_study_run(config: dict[str, Any], study_dir: Path, best: dict[str, Any
                 client.set_tag(parent, f"ppo_core.best.{key}", param_value(value))
         client.set_terminated(parent, status=status)
     except Exception as exc:
-        warn(f"mlflow: the study's parent run could not be closed ({first_line(exc)})")
+        warn(f"mlflow: the study's parent run could not be closed ({first_line(exc, with_type=True)})")

@@ -16,7 +16,7 @@ from shell.actions import box_action_layout, float32_inward, to_env_action
 from shell.config import PolicyConfig, config_from_dict
 from shell.envs import check_action_space
 from shell.errors import ConfigError
-from shell.evaluation import Policy, load_policy
+from shell.inference import Policy, load_policy
 from shell.policies import ActorCritic
 from shell.runner import Trainer
 

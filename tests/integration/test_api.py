@@ -250,3 +250,27 @@ def test_a_ready_vector_envs_and_an_id_paths_time_limits_are_read_from_the_sub_e
                           overrides={"ppo.num_steps": 16, "ppo.num_minibatches": 1, "run.total_timesteps": 32,
                                      "run.eval_episodes": 2}).summary
     assert summary["eval_max_episode_steps"] == 5 and summary["eval_truncated_episodes"] == 2
+
+
+# ----------------------------------------------------------------------------- an env that raises, named
+def faulty_physics():
+    from tests.integration.custom_envs import FaultyEnv
+
+    return FaultyEnv(fail_at=1)
+
+
+def test_an_env_that_raises_is_named_by_its_factory_or_vector_env(tmp_path: Path):
+    """Not "env env": a factory's env by the factory's name (a partial's function's), a ready vector env without
+    a spec id by its type."""
+    from functools import partial
+
+    from shell.errors import TrainingError
+    from tests.integration.custom_envs import FaultyEnv
+
+    overrides = {"env.num_envs": 2, "ppo.num_steps": 8, "ppo.num_minibatches": 1, "run.total_timesteps": 16,
+                 "run.eval_episodes": 0, "run.loggers": []}
+    for source, name in [(faulty_physics, "faulty_physics"), (partial(FaultyEnv, fail_at=1), "FaultyEnv"),
+                         (gym.vector.SyncVectorEnv([faulty_physics] * 2,
+                                                   autoreset_mode=AutoresetMode.SAME_STEP), "SyncVectorEnv")]:
+        with pytest.raises(TrainingError, match=f"^env {name} raised RuntimeError: simulated physics blow-up"):
+            shell.train(env=source, overrides=overrides, run_dir=tmp_path / name, progress=False)

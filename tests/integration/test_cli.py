@@ -69,6 +69,10 @@ def test_set_and_explicit_flags_precedence(main, tmp_path):
         (["--config", "pendulum", "--set", "env.id=no_such_module:Env-v0"],
          "module 'no_such_module' cannot be imported; put the folder that holds it on PYTHONPATH"),
         (["--config", "pendulum", "--set", "ppo.num_minibatches=7"], "not divisible"),
+        (["--config", "pendulum", "--set", "env.id='mpe2.simple_spread_v3'"],
+         "env 'mpe2.simple_spread_v3' names a PettingZoo module, not a gymnasium id; set env.backend = 'pettingzoo'"),
+        (["--config", "simple-spread", "--set", "env.id='mpe2.simple_spread_v3:no_such_maker'"],
+         "module 'mpe2.simple_spread_v3' has no 'no_such_maker'"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(main, tmp_path, args, needle):

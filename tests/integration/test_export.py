@@ -23,8 +23,8 @@ from gymnasium import spaces
 from shell.config import config_from_dict, load_config
 from shell.envs import make_env
 from shell.errors import ConfigError, ExportError
-from shell.evaluation import load_policy
 from shell.export import check_exported, export_policy, load_exported, observation_inputs
+from shell.inference import load_policy
 from shell.runner import Trainer
 
 from .conftest import ROOT

@@ -16,7 +16,7 @@ from pettingzoo import ParallelEnv
 from shell.api import train
 from shell.config import load_config
 from shell.envs import Rows, make_lanes
-from shell.errors import ConfigError
+from shell.errors import ConfigError, TrainingError
 from shell.inference import load_policy
 from shell.observations import CRITIC_KEY
 from shell.runner import Trainer
@@ -329,6 +329,31 @@ def test_recurrent_agents_policy_keeps_each_agents_state_until_reset(tmp_path):
     first = episode()
     assert [len(a) for a in first] == [3, 3, 2, 2, 1, 1]  # agents leave; each keeps its own row
     assert [{k: int(v) for k, v in a.items()} for a in episode()] == [{k: int(v) for k, v in a.items()} for a in first]
+
+
+def test_env_id_module_colon_name_makes_the_env_with_that_function():
+    """``env.id = "module:name"``: ``name`` of the module makes the env, instead of its parallel_env."""
+    env = make_lanes(config(**{"env.id": f"{RELAY}:Mixed"}).env, torch.device("cpu"), policy=config().policy)
+    try:
+        assert {g: spec.agents for g, spec in env.lanes.items()} == {"runner": ["runner_0", "runner_1"],
+                                                                     "scout": ["scout_0"]}
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match=re.escape(f"module {RELAY!r} has no 'Scout'")) as info:
+        make_lanes(config(**{"env.id": f"{RELAY}:Scout"}).env, torch.device("cpu"))
+    assert "\n" not in str(info.value)
+
+
+def test_an_env_that_raises_is_named_by_its_factory(tmp_path):
+    class Stalling(Relay):
+        def step(self, actions):
+            raise RuntimeError("motor stalled")
+
+    def stalling_relay():
+        return Stalling()
+
+    with pytest.raises(TrainingError, match=r"^env stalling_relay raised RuntimeError.*: motor stalled"):
+        train(config=config(), env=stalling_relay, run_dir=tmp_path / "run", progress=False)
 
 
 def test_a_misspelt_module_is_named_not_the_extra(tmp_path):

@@ -11,7 +11,7 @@ import torch
 
 from shell.config import PolicyConfig, config_from_dict
 from shell.errors import ConfigError
-from shell.evaluation import load_policy
+from shell.inference import load_policy
 from shell.observations import obs_layout, to_tensor
 from shell.policies import ActorCritic
 from shell.policies.encoders import ImageEncoder, channels_first

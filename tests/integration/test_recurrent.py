@@ -10,7 +10,7 @@ import torch
 
 import tests.integration.custom_envs  # noqa: F401 - registers Cue-v0, Counting-v0
 from shell.config import config_from_dict
-from shell.evaluation import load_policy
+from shell.inference import load_policy
 from shell.policies.recurrent import RecurrentCore
 from shell.runner import Trainer
 

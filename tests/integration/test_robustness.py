@@ -15,7 +15,7 @@ from shell.api import resume
 from shell.checkpoint import load_checkpoint, save_checkpoint
 from shell.config import config_from_dict
 from shell.errors import ConfigError
-from shell.evaluation import load_agent, load_policy
+from shell.inference import load_agent, load_policy
 from shell.runner import Trainer
 
 from .conftest import ROOT

@@ -411,3 +411,13 @@ def test_wandb_takes_what_the_table_leaves_out_from_its_environment_variables(tm
     (record,) = [r.run for r in map(wandb_internal_pb2.Record.FromString, wandb_offline.read_records(log))
                  if r.WhichOneof("record_type") == "run"][:1]
     assert (record.project, record.run_group, record.display_name) == ("env-project", "env-group", "from-table")
+
+
+def test_first_line_is_one_function_for_errors_and_warnings():
+    from shell.errors import first_line
+
+    exc = RuntimeError("\n  server said no\ntraceback follows\n")
+    assert first_line(exc) == "server said no"
+    assert first_line(exc, with_type=True) == "RuntimeError: server said no"
+    assert first_line(KeyError()) == ""
+    assert first_line(KeyError(), with_type=True) == "KeyError"

@@ -11,7 +11,7 @@ from shell.checkpoint import latest_checkpoint, load_checkpoint
 from shell.config import load_config, resolve_kwarg_paths
 from shell.envs import make_env
 from shell.errors import ConfigError
-from shell.evaluation import load_policy
+from shell.inference import load_policy
 
 from .test_regressions import read_rows
 

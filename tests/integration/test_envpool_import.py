@@ -1,4 +1,4 @@
-"""shell/envpool_loader.py against a package laid out as EnvPool 1.2.5 is: an ``__init__`` that
+"""shell/envs/envpool_import.py against a package laid out as EnvPool 1.2.5 is: an ``__init__`` that
 imports ``envpool.entry`` (every family's registration), a registry in ``envpool.registration``
 whose ``make_gymnasium`` imports the family package it names, and a heavy family whose import
 should be avoided for a classic-control id."""

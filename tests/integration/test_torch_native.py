@@ -1,4 +1,4 @@
-"""The torch-native batched envs (shell/torch_envs.py) against gymnasium's Pendulum-v1 and CartPole-v1.
+"""The torch-native batched envs (shell/envs/torch_native.py) against gymnasium's Pendulum-v1 and CartPole-v1.
 
 The reference is gymnasium's own env (``gym.make(id).unwrapped``) with ``.state`` set to the float32
 state of the torch env (as float64) and stepped once. One step agrees to 1e-5 (absolute): the torch
@@ -220,7 +220,7 @@ def test_spaces_and_layout_match_gymnasium(refs, env_id: str):
     assert all(env.observation_space.contains(o) for o in obs.numpy())
 
 
-def test_make_env_builds_the_torch_envs():
+def test_make_env_builds_the_torch_native_envs():
     for env_id, cls in TORCH_ENVS.items():
         env = make_env(EnvConfig(id=env_id, backend="torch", num_envs=5), torch.device("cpu"))
         assert type(env) is cls and env.num_envs == 5 and env.max_episode_steps == cls.max_episode_steps
