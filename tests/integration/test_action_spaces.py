@@ -147,7 +147,7 @@ def test_torch_backend_actions_stay_in_the_box(tmp_path):
         trainer.agent.actor.net[-1].bias.fill_(5.0)  # mean 5, std e^2: saturated a third of the time
     sent = []
     step = trainer.env.step
-    trainer.env.step = lambda action: (sent.append(action.clone()), step(action))[1]
+    trainer.env.step = lambda actions: (sent.append(actions[None].clone()), step(actions))[1]
     trainer.collect(trainer.env.reset(seed=0))
     actions = torch.cat(sent)
     space = trainer.env.lanes[None].action_space

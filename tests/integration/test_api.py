@@ -189,7 +189,7 @@ def test_episode_statistics_of_a_next_step_env_are_whole_episodes(tmp_path: Path
     trainer.env.reset(seed=0)  # phase 0: lengths cycle 3, 5, 7, 3, ...
     lengths, returns = [], []
     for _ in range(40):
-        step = trainer.env.step(torch.zeros(1, dtype=torch.long))
+        step = trainer.env.step({None: torch.zeros(1, dtype=torch.long)})[None]
         if step.episode_done is not None and bool(step.episode_done[0]):
             lengths.append(int(step.episode_length[0]))
             returns.append(float(step.episode_return[0]))
