@@ -104,7 +104,7 @@ def test_discrete_observation_env_is_one_hot(tmp_path):
                             "ppo": {"num_steps": 16, "num_minibatches": 2, "update_epochs": 1},
                             "run": {"total_timesteps": 96, "eval_episodes": 2}})
     trainer = Trainer(cfg, tmp_path)
-    obs = trainer.env.reset(seed=0)
+    obs = trainer.env.reset(seed=0)[None].obs
     assert obs.shape == (3, 16) and obs.dtype == torch.float32
     assert torch.equal(obs.sum(1), torch.ones(3)) and torch.all(obs[:, 0] == 1)  # every start is state 0
     summary = trainer.train()

@@ -146,10 +146,10 @@ def test_an_eval_env_gymnasium_cannot_build_stops_the_run_before_training(standi
 
     real_make_env = shell.envs.registry.make_env
 
-    def make_env(cfg, device, num_envs=None, **kwargs):
+    def make_env(cfg, device, num_envs=None, *args, **kwargs):
         if cfg.backend == "gymnasium":
             raise ConfigError('env needs a missing optional dependency; run: pip install -e ".[mujoco]"')
-        return real_make_env(cfg, device, num_envs, **kwargs)
+        return real_make_env(cfg, device, num_envs, *args, **kwargs)
 
     monkeypatch.setattr(shell.envs.registry, "make_env", make_env)
     config = counting_config()

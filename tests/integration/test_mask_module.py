@@ -89,10 +89,12 @@ def test_both_backends_resolve_through_the_one_resolver_and_auto_decides_at_the_
     pz_env = make_env(pettingzoo_cfg(), torch.device("cpu"), source=lambda: Relay(mask="info"))
     try:
         assert calls == [None, PZ_REFUSALS]
-        assert gym_env.mask_source == pz_env.mask_source == masks.PENDING_INFO
+        (pz_source,) = pz_env.mask_sources().values()
+        assert gym_env.mask_source == pz_source == masks.PENDING_INFO
         gym_env.reset(seed=0)
         pz_env.reset(seed=0)
-        assert gym_env.mask_source == pz_env.mask_source == "info"
+        (pz_source,) = pz_env.mask_sources().values()
+        assert gym_env.mask_source == pz_source == "info"
     finally:
         gym_env.close()
         pz_env.close()
@@ -214,7 +216,7 @@ def pettingzoo_error(bad, bad_at: int = 0) -> Exception:
     env = make_env(pettingzoo_cfg(), torch.device("cpu"), source=lambda: FixedMaskRelay(bad, bad_at))
     try:
         env.reset(seed=0)
-        env.step(torch.zeros(env.num_envs, dtype=torch.long))
+        env.step({g: torch.zeros(spec.num_envs, dtype=torch.long) for g, spec in env.lanes.items()})
     except (ConfigError, TrainingError) as exc:
         return exc
     finally:
