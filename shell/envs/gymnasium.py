@@ -7,9 +7,11 @@ Also the per-sub-env wrappers every gymnasium-built env gets: the user's ``env.w
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
-import signal
+import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -25,23 +27,27 @@ from shell.envs.base import StepResult, check_action_space, source_name
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
+from shell.workers import become_worker
 
 EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video", "ale_py": "atari", "minigrid": "minigrid",
           "cv2": "atari", "opencv": "atari"}
 
 
-def _signal_free_worker(*args: Any) -> None:
-    """gymnasium's AsyncVectorEnv worker, with SIGINT and SIGTERM ignored.
+def _signal_free_worker(parent_pid: int, death_signal: bool, *args: Any) -> None:
+    """gymnasium's AsyncVectorEnv worker, with SIGINT and SIGTERM ignored, that ends with its parent.
 
     Ctrl-C signals the whole process group. A worker that took it would die with a
     KeyboardInterrupt, print its traceback and break the next ``step`` before the main
     process could save a checkpoint. The main process alone answers signals and then
-    closes its workers; a worker whose parent died ends on the closed pipe.
+    closes its workers. A worker whose parent died, even by ``kill -9``, is killed with it
+    (:func:`shell.workers.become_worker`). gymnasium's own way, the closed pipe, ends them in a
+    chain (each holds the parent's ends of the pipes of those forked before it) that stops at
+    the first worker whose error report does not fit into the unread error queue (about 80 of them)
+    or stderr (a pipe no one reads).
     """
     from gymnasium.vector.async_vector_env import _async_worker
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    become_worker(parent_pid, death_signal)
     _async_worker(*args)
 
 
@@ -166,7 +172,8 @@ def _vector_kwargs(cfg: EnvConfig) -> dict[str, Any]:
     the signal-free worker (:func:`_signal_free_worker`)."""
     kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
     if cfg.vectorization_mode == "async":
-        kwargs["worker"] = _signal_free_worker
+        kwargs["worker"] = functools.partial(_signal_free_worker, os.getpid(),
+                                             threading.current_thread() is threading.main_thread())
     return kwargs
 
 

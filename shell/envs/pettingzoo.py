@@ -38,7 +38,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +52,7 @@ from shell.envs.base import LaneSpec, Rows, StepResult, check_action_space, no_s
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
+from shell.workers import WorkerPool
 
 CRITICS = ("local", "state", "concat")
 #: the mask conventions a PettingZoo env does not offer, with the rest of their refusal (shell.envs.masks)
@@ -210,47 +210,25 @@ class SyncCopies:
                 pass
 
 
-def _worker(pipe: Any, factory: Callable[..., Any], count: int, render_mode: str | None, with_state: bool) -> None:
-    """A worker process of :class:`AsyncCopies`: makes ``count`` copies and answers step, reset, render, close.
-    SIGINT and SIGTERM are the main process's to answer (as gymnasium's async workers)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    envs: list[Any] = []
+def _share(factory: Callable[..., Any], count: int, render_mode: str | None, with_state: bool) -> SyncCopies:
+    """A worker's share of :class:`AsyncCopies`: ``count`` copies, stepped in turn in the worker process
+    (:class:`shell.workers.WorkerPool` calls its ``step``, ``reset`` and ``close``)."""
+    share = SyncCopies([], with_state)
     try:
-        envs = [factory(render_mode=render_mode) if render_mode else factory() for _ in range(count)]
-        pipe.send(("ok", None))
-        while True:
-            command, data = pipe.recv()
-            if command == "step":
-                out = [_step_copy(env, joint, with_state) for env, joint in zip(envs, data, strict=True)]
-            elif command == "reset":
-                out = {i: _reset_one(envs[i], seed, with_state) for i, seed in data.items()}
-            elif command == "render":
-                out = envs[0].render()
-            else:
-                break
-            pipe.send(("ok", out))
-    except (EOFError, KeyboardInterrupt, BrokenPipeError):
-        pass
-    except Exception as exc:
-        try:
-            pipe.send(("error", f"{type(exc).__name__}: {first_line(exc)}"))
-        except Exception:
-            pass
-    finally:
-        for env in envs:
-            try:
-                env.close()
-            except Exception:
-                pass
-        pipe.close()
+        for _ in range(count):
+            share.envs.append(factory(render_mode=render_mode) if render_mode else factory())
+    except BaseException:
+        share.close()
+        raise
+    return share
 
 
 class AsyncCopies:
     """The N copies split over this process and worker processes, one share per CPU, stepped at the same time
     (``env.vectorization_mode = "async"``): the workers step their shares while this process steps its own.
-    Workers are forked where the platform allows (a factory need not pickle) and end with this process (their
-    pipe closes). Results are those of the copies stepped in turn: each copy has its own generator.
+    The workers are a :class:`shell.workers.WorkerPool`: forked where the platform allows (a factory need not
+    pickle), and they end with this process, also when it is killed. Results are those of the copies stepped
+    in turn: each copy has its own generator.
 
     Raises:
         ConfigError: a worker could not make its copies (one line).
@@ -258,9 +236,6 @@ class AsyncCopies:
 
     def __init__(self, factory: Callable[..., Any], copies: int, render_mode: str | None, with_state: bool,
                  name: str, shares: int | None = None):
-        import multiprocessing as mp
-
-        context = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         shares = max(1, min(copies, shares or os.cpu_count() or 1))
         sizes = [copies // shares + (w < copies % shares) for w in range(shares)]
         starts = [sum(sizes[:w]) for w in range(shares)]
@@ -268,54 +243,38 @@ class AsyncCopies:
         self.local = SyncCopies([], with_state)  # share 0: stepped here
         self.local_part = range(0, sizes[0])
         self.slices = [range(starts[w], starts[w] + sizes[w]) for w in range(1, shares)]
-        self.pipes, self.processes = [], []
-        for size in sizes[1:]:
-            parent, child = context.Pipe()
-            process = context.Process(target=_worker, args=(child, factory, size, render_mode, with_state),
-                                      daemon=True)
-            process.start()
-            child.close()
-            self.pipes.append(parent)
-            self.processes.append(process)
+        self.pool = WorkerPool(_share, [(factory, size, render_mode, with_state) for size in sizes[1:]],
+                               name=f"ppo-core-{name}")
         try:
             for _ in range(sizes[0]):
                 try:
                     self.local.envs.append(factory(render_mode=render_mode) if render_mode else factory())
                 except Exception as exc:
                     raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {first_line(exc)}") from None
-            for pipe in self.pipes:
-                self._receive(pipe, ConfigError, f"cannot make env {name!r} in a worker")
+            for w in range(len(self.pool)):
+                self.pool.receive(w, ConfigError, f"cannot make env {name!r} in a worker")
         except ConfigError:
             self.close()
             raise
 
-    def _receive(self, pipe: Any, error: type, what: str) -> Any:
-        try:
-            status, out = pipe.recv()
-        except (EOFError, OSError):
-            raise error(f"{what}: a worker process ended") from None
-        if status != "ok":
-            raise error(f"{what}: {out}")
-        return out
-
     def step(self, joints: list[dict]) -> list[tuple]:
-        for pipe, part in zip(self.pipes, self.slices, strict=True):
-            pipe.send(("step", [joints[i] for i in part]))
+        for w, part in enumerate(self.slices):
+            self.pool.send(w, "step", [joints[i] for i in part])
         out = self.local.step([joints[i] for i in self.local_part])
-        for pipe in self.pipes:
-            out += self._receive(pipe, TrainingError, f"env {self.name} raised")
+        for w in range(len(self.slices)):
+            out += self.pool.receive(w, TrainingError, f"env {self.name} raised")
         return out
 
     def reset(self, seeds: dict[int, int | None]) -> dict[int, tuple]:
         asked = []
-        for pipe, part in zip(self.pipes, self.slices, strict=True):
+        for w, part in enumerate(self.slices):
             mine = {i - part.start: seed for i, seed in seeds.items() if i in part}
             if mine:
-                pipe.send(("reset", mine))
-                asked.append((pipe, part))
+                self.pool.send(w, "reset", mine)
+                asked.append((w, part))
         out = self.local.reset({i: seed for i, seed in seeds.items() if i in self.local_part})
-        for pipe, part in asked:
-            got = self._receive(pipe, TrainingError, f"env {self.name} raised on reset")
+        for w, part in asked:
+            got = self.pool.receive(w, TrainingError, f"env {self.name} raised on reset")
             out.update({part.start + i: value for i, value in got.items()})
         return out
 
@@ -324,16 +283,7 @@ class AsyncCopies:
 
     def close(self) -> None:
         self.local.close()
-        for pipe in self.pipes:
-            try:
-                pipe.send(("close", None))
-                pipe.close()
-            except Exception:
-                pass
-        for process in self.processes:
-            process.join(timeout=5)
-            if process.is_alive():
-                process.terminate()
+        self.pool.close()
 
 
 # ----------------------------------------------------------------------------- the vector env

@@ -1,0 +1,332 @@
+"""Worker processes end with their parent, also after ``kill -9`` (shell.workers), and the pool's answers.
+
+A training run whose envs step in worker processes (PettingZoo copies, gymnasium's AsyncVectorEnv) is
+killed with SIGKILL: within 10 s no process it started may be alive. Before shell.workers, an async
+simple-spread run left its workers alive forever (each held the parent's end of its own pipe). An async
+gymnasium run of 128 envs left about half of them: gymnasium's workers end in a chain once the pipes
+close (each holds the parent's ends of the pipes of those forked before it), and the chain stops at the
+first worker whose error report on the way out does not fit into the error queue's pipe, which only the
+dead parent read (fewer workers fit when stderr is an unread pipe too: each writes a traceback there).
+
+Linux only: the process tree is read from /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from shell.errors import TrainingError
+from shell.workers import WorkerPool
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process tree from /proc")
+
+GRACE = 10.0  # seconds the workers have to end after their parent is killed
+
+
+# ----------------------------------------------------------------------------- the process tree from /proc
+def _stat(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/PID/stat (state, ppid, ...), None for no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every process below ``root``: ``{pid: start time}`` (the start time tells a reused pid apart)."""
+    parents: dict[int, int] = {}
+    starts: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat(int(entry))
+            if fields is not None:
+                parents[int(entry)], starts[int(entry)] = int(fields[1]), fields[19]
+    found: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        parent = todo.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = starts[pid]
+                todo.append(pid)
+    return found
+
+
+def alive(processes: dict[int, str]) -> list[int]:
+    """The processes of ``processes`` still running (a zombie has ended)."""
+    out = []
+    for pid, start in processes.items():
+        fields = _stat(pid)
+        if fields is not None and fields[19] == start and fields[0] not in ("Z", "X"):
+            out.append(pid)
+    return out
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def kill_and_check(proc: subprocess.Popen, started: dict[int, str]) -> None:
+    """SIGKILL ``proc``; every process of ``started`` must end within GRACE seconds (the leftovers are killed
+    here either way)."""
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + GRACE
+        while alive(started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = alive(started)
+        assert not left, f"{len(left)} of the {len(started)} processes the killed one started are alive {GRACE} s on"
+    finally:
+        for pid in alive(started):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- training runs, killed
+def start_run(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(tmp_path / "stderr", "w") as stderr:  # a file: a pipe would stay open as long as any worker lives
+        proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args, "--total-timesteps", "100000000",
+                                 "--run-dir", str(run)], stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path,
+                                env=env, start_new_session=True)
+    return proc, run
+
+
+def training(proc: subprocess.Popen, run: Path) -> bool:
+    """Whether the run has logged an update (its workers are up and stepping)."""
+    assert proc.poll() is None, (run.parent / "stderr").read_text()[-3000:]
+    path = run / "metrics.csv"
+    return path.exists() and len(path.read_text().splitlines()) >= 2
+
+
+RUNS = {
+    # PettingZoo copies in this process and a shell.workers pool (one worker per further CPU)
+    "pettingzoo": ("simple-spread", ["--set", "env.num_envs=4", "--set", "ppo.num_steps=8"]),
+    # gymnasium's AsyncVectorEnv; 128 workers, enough to fill the error queue gymnasium's workers write on the way out
+    "gymnasium": ("cartpole", ["--set", "env.num_envs=128", "--set", "ppo.num_steps=8"]),
+}
+
+
+@pytest.mark.parametrize("backend", list(RUNS))
+def test_a_run_killed_with_sigkill_leaves_no_worker_alive(tmp_path, backend):
+    if backend == "pettingzoo":
+        pytest.importorskip("pettingzoo")
+        pytest.importorskip("mpe2")
+    config, extra = RUNS[backend]
+    proc, run = start_run(tmp_path, "--config", config, "--set", 'env.vectorization_mode="async"', *extra)
+    started: dict[int, str] = {}
+    try:
+        wait_for(lambda: training(proc, run), 120, "the first update")
+        started = descendants(proc.pid)
+        assert started, "the run started no worker process"
+    finally:
+        kill_and_check(proc, started)
+
+
+# ----------------------------------------------------------------------------- the pool, in a killed parent
+PARENT = textwrap.dedent("""
+    import os, sys, threading, time
+    from shell.workers import WorkerPool
+
+    class Echo:
+        def echo(self, x):
+            return x
+
+    def serve():
+        return Echo()
+
+    def start():
+        pool = WorkerPool(serve, [()] * 3, name="test-pool")
+        for i in range(3):
+            pool.receive(i, RuntimeError, "start")
+        return pool
+
+    where, held = sys.argv[1], sys.argv[2] == "held"
+    if where == "thread":  # started from another thread, which then ends: the pid watch, not the death signal
+        pools = []
+        thread = threading.Thread(target=lambda: pools.append(start()))
+        thread.start()
+        thread.join()
+        pool = pools[0]
+    else:
+        pool = start()
+    time.sleep(0.5)
+    for i in range(3):  # the workers answer (those started from the ended thread too)
+        pool.send(i, "echo", i)
+        assert pool.receive(i, RuntimeError, "echo") == i
+    if held:  # another process holds the parent's ends of the pipes (as a later fork would)
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+    with open(sys.argv[3] + ".tmp", "w") as f:
+        f.write(" ".join(str(p.pid) for p in pool.processes))
+    os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+    time.sleep(300)
+""")
+
+
+@pytest.mark.parametrize(("where", "held"), [("main", ""), ("main", "held"), ("thread", "held")])
+def test_pool_workers_end_when_their_parent_is_killed(tmp_path, where, held):
+    """Three workers of a parent killed with SIGKILL end within 10 s: started from the main thread or from a
+    thread that has ended since, and while another process still holds the parent's ends of their pipes (so
+    that they cannot see the pipes end: the parent-death guard alone ends them)."""
+    script, pids, log = tmp_path / "parent.py", tmp_path / "pids", tmp_path / "stderr"
+    script.write_text(PARENT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(log, "w") as stderr:  # a file: a pipe would stay open as long as any worker lives
+        proc = subprocess.Popen([sys.executable, str(script), where, held or "-", str(pids)],
+                                stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path, env=env, start_new_session=True)
+    started: dict[int, str] = {}
+    others: dict[int, str] = {}
+    try:
+        def ready() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            return pids.exists()
+
+        wait_for(ready, 60, "the pool")
+        everything = descendants(proc.pid)
+        workers = {int(pid) for pid in pids.read_text().split()}
+        started = {pid: start for pid, start in everything.items() if pid in workers}
+        others = {pid: start for pid, start in everything.items() if pid not in workers}
+        assert len(started) == 3 and len(others) == bool(held)
+        kill_and_check(proc, started)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in alive(started) + alive(others):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- the pool's answers
+class Calculator:
+    def __init__(self, offset: int):
+        self.offset = offset
+
+    def add(self, x: int) -> int:
+        return x + self.offset
+
+    def fail(self) -> None:
+        raise ValueError("no such move\nsecond line")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def exit(self) -> None:
+        os._exit(3)
+
+
+def calculator(offset: int) -> Calculator:
+    if offset < 0:
+        raise RuntimeError("negative offset")
+    return Calculator(offset)
+
+
+def test_pool_answers_in_order_and_raises_one_line_errors_of_the_callers_class():
+    pool = WorkerPool(calculator, [(10,), (20,), (30,), (-1,)])
+    try:
+        for i in range(3):
+            assert pool.receive(i, TrainingError, "start") is None
+        with pytest.raises(TrainingError, match=r"^start: RuntimeError: negative offset$"):
+            pool.receive(3, TrainingError, "start")
+        for i in range(3):
+            pool.send(i, "add", 1)
+            pool.send(i, "add", 2)
+        assert [[pool.receive(i, TrainingError, "add") for _ in range(2)] for i in range(3)] == [
+            [11, 12], [21, 22], [31, 32]]
+        pool.send(0, "fail")
+        with pytest.raises(TrainingError, match=r"^env x raised: ValueError: no such move$"):
+            pool.receive(0, TrainingError, "env x raised")
+        pool.send(1, "exit")
+        with pytest.raises(TrainingError, match=r"^step: a worker process ended \(exit code 3\)$"):
+            pool.receive(1, TrainingError, "step")
+        pool.processes[2].kill()
+        pool.processes[2].join()
+        pool.send(2, "add", 1)  # to a worker that has ended: reported by the receive
+        with pytest.raises(TrainingError, match=r"^step: a worker process ended \(killed by SIGKILL\)$"):
+            pool.receive(2, TrainingError, "step")
+        pool.send(1, "add", 1)
+        with pytest.raises(TrainingError, match="a worker process ended"):
+            pool.receive(1, TrainingError, "step")
+    finally:
+        pool.close()
+    assert not any(p.is_alive() for p in pool.processes)
+    pool.close()  # twice is harmless
+
+
+def test_close_kills_a_worker_that_does_not_answer_in_time():
+    pool = WorkerPool(calculator, [(0,)])
+    pool.receive(0, TrainingError, "start")
+    pool.send(0, "sleep", 60)
+    started = time.monotonic()
+    pool.close(timeout=0.5)
+    assert time.monotonic() - started < 5 and not pool.processes[0].is_alive()
+
+
+class Closing:
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def close(self) -> None:
+        Path(self.marker).write_text("closed")
+
+
+def test_close_closes_the_served_objects(tmp_path):
+    markers = [tmp_path / f"worker{i}" for i in range(2)]
+    pool = WorkerPool(Closing, [(str(m),) for m in markers])
+    for i in range(2):
+        pool.receive(i, TrainingError, "start")
+    pool.close()
+    assert [m.read_text() for m in markers] == ["closed", "closed"]
+    assert [p.exitcode for p in pool.processes] == [0, 0]
+
+
+def test_a_worker_ends_when_the_parent_closes_its_pipe():
+    """Its own and its siblings' copies of the parent's ends are closed in the worker, so closing the parent's
+    end (without a close request) is seen as the end of the pipe."""
+    pool = WorkerPool(calculator, [(0,), (1,), (2,)])
+    try:
+        for i in range(3):
+            pool.receive(i, TrainingError, "start")
+        pool._pipes[0].close()
+        pool.processes[0].join(timeout=10)
+        assert pool.processes[0].exitcode == 0
+        assert all(p.is_alive() for p in pool.processes[1:])
+    finally:
+        pool.close()
+
+
+def test_a_pool_started_from_another_thread_answers():
+    """Linux's parent-death signal comes when the starting *thread* ends: not used for such a pool."""
+    pools: list[WorkerPool] = []
+
+    def start() -> None:
+        pools.append(WorkerPool(calculator, [(5,)]))
+        pools[0].receive(0, TrainingError, "start")  # the worker's guard is in place while this thread lives
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    pool = pools[0]
+    try:
+        time.sleep(0.5)  # the thread that started it has ended: the worker lives on
+        pool.send(0, "add", 1)
+        assert pool.receive(0, TrainingError, "add") == 6
+    finally:
+        pool.close()
