@@ -1,6 +1,6 @@
 """Fingerprint every shipped config: a refactor must leave all of them unchanged.
 
-    python bench/fingerprint.py --repo CHECKOUT [--configs NAME ...] [--out FILE.json] [--jobs 2]
+    python bench/fingerprint.py --repo CHECKOUT [--configs NAME ...] [--out FILE.json] [--jobs 2] [--set K=V ...]
     python bench/fingerprint.py --compare A.json B.json      # exit 1 on any difference
 
 For each CHECKOUT/configs/*.toml (or the NAMEs given) this runs, with PYTHONPATH=CHECKOUT in a
@@ -81,14 +81,14 @@ def tensor_sha256(state: object) -> tuple[str, int]:
     return digest.hexdigest(), count
 
 
-def fingerprint(repo: Path, config: Path) -> dict:
+def fingerprint(repo: Path, config: Path, extra: tuple[str, ...] = ()) -> dict:
     updates, total = budget(config)
     record: dict = {"updates": updates, "total_timesteps": total}
     with tempfile.TemporaryDirectory(prefix=f"fp_{config.stem}_") as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, str(repo / "main.py"), "--config", str(config), "--seed", "0",
                "--total-timesteps", str(total), "--run-dir", str(run_dir)]
-        for item in OVERRIDES:
+        for item in (*OVERRIDES, *extra):
             cmd += ["--set", item]
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True,
@@ -130,6 +130,9 @@ def main() -> int:
     parser.add_argument("--configs", nargs="+", help="config names (default: all of CHECKOUT/configs/*.toml)")
     parser.add_argument("--out", type=Path, help="JSON file to write (default: stdout only)")
     parser.add_argument("--jobs", type=int, default=2, help="training processes at once (default 2)")
+    parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                        help='a further --set for every run (e.g. run.seed_scheme="offset": the seeding of runs '
+                             "written before run.seed_scheme existed, to compare with their commits)")
     parser.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="compare two fingerprint files")
     args = parser.parse_args()
     if args.compare:
@@ -142,7 +145,8 @@ def main() -> int:
     paths.sort(key=lambda p: p.stem not in UPDATES_BY_CONFIG)  # the slow ones first, beside the others
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        done = dict(zip([p.stem for p in paths], pool.map(lambda p: fingerprint(repo, p), paths), strict=True))
+        runs = pool.map(lambda p: fingerprint(repo, p, tuple(args.extra)), paths)
+        done = dict(zip([p.stem for p in paths], runs, strict=True))
     results = {name: done[name] for name in sorted(done)}
     for name, r in results.items():
         print(f"{name:24s} {r['status']:8s} {r['wall_seconds']:6.1f} s  {r.get('error', r.get('checkpoint_sha256'))}",
@@ -151,7 +155,7 @@ def main() -> int:
     changes = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True).stdout
     out = {"repo_commit": commit.strip(), "repo_changes": changes.splitlines(), "python": sys.version.split()[0],
            "torch": torch.__version__, "seed": 0, "updates": UPDATES, "updates_by_config": UPDATES_BY_CONFIG,
-           "overrides": list(OVERRIDES), "dropped_metrics_columns": list(TIME_COLUMNS),
+           "overrides": [*OVERRIDES, *args.extra], "dropped_metrics_columns": list(TIME_COLUMNS),
            "wall_seconds": round(time.perf_counter() - start, 1), "configs": results}
     text = json.dumps(out, indent=2) + "\n"
     if args.out:

@@ -249,7 +249,12 @@ class PPOConfig:
 class RunConfig:
     """Seeds, length, device and evaluation."""
 
-    seed: int = _field(0, "Seed of torch and of the envs (sub-env i gets seed + i).", _range(0))
+    seed: int = _field(0, "Seed of the run: every stream (each sub-env, evaluation episode and rank) is derived "
+                          "from it by run.seed_scheme.", _range(0))
+    seed_scheme: str = _field("spawn", "'spawn': each stream from its own SeedSequence child, so runs of different "
+                                       "seeds share none; 'offset': sub-env i gets seed + i (runs written before "
+                                       "the scheme existed, which resume and evaluate with it).",
+                              _one_of("spawn", "offset"))
     total_timesteps: int = _field(100_000, "Env steps over all envs; rounds up to whole rollouts.", _range(1))
     device: str = _field("auto", "'cpu', 'cuda' or 'auto' (cuda when available).", _one_of("cpu", "cuda", "auto"))
     eval_episodes: int = _field(20, "Deterministic evaluation episodes at the end (0 = none).", _range(0))
@@ -389,11 +394,13 @@ def config_from_dict(data: dict[str, Any]) -> Config:
 
 
 def config_from_saved(data: dict[str, dict[str, Any]], **run: Any) -> Config:
-    """Rebuild a config saved by :meth:`Config.to_dict` (absent optional keys are stored as None).
+    """Rebuild a config saved by :meth:`Config.to_dict` (absent optional keys are stored as None). A config
+    saved before ``run.seed_scheme`` existed gets ``"offset"``, the seeding its run was trained with.
 
     ``run`` keys that are not None override the saved ``[run]`` section.
     """
     sections = {k: {n: v for n, v in sec.items() if v is not None} for k, sec in data.items()}
+    sections.setdefault("run", {}).setdefault("seed_scheme", "offset")  # saved before the scheme existed
     sections["run"].update({k: v for k, v in run.items() if v is not None})
     return config_from_dict(sections)
 

@@ -25,13 +25,13 @@ from shell.envs.masks import require_mask
 from shell.errors import ConfigError
 from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
+from shell.seeding import EVAL_SEED_OFFSET, eval_seeds
 from shell.stop import StopRequest
 from shell.tracking import log_videos
 
 __all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "EVAL_SEED_OFFSET", "EvalResult", "eval_checkpoint", "eval_env_config",
            "eval_episode_cap", "eval_fields", "evaluate"]
 
-EVAL_SEED_OFFSET = 1_000_000
 DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000
 
 
@@ -78,12 +78,14 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
              render_mode: str | None = None, wrappers: list | None = None, stop: StopRequest | None = None,
              max_episode_steps: int | None = None, on_step: Callable[[], None] | None = None,
              source: Callable[[], gym.Env] | None = None, policy: PolicyConfig | None = None,
-             frames: list | None = None) -> EvalResult:
+             frames: list | None = None, seed_scheme: str = "spawn", first_episode: int = 0) -> EvalResult:
     """Run ``episodes`` episodes with the deterministic policy (u = mean, or argmax), one loop for a run of
     one lane or several (each lane's rows acted on by its policy, ``agent.lanes()``).
 
-    One env copy per episode, seeded ``seed + EVAL_SEED_OFFSET + i`` so the
-    evaluation never reuses a training seed; each copy's first episode counts.
+    One env copy per episode, episode i seeded by ``seed_scheme`` from the run's ``seed``
+    (:func:`shell.seeding.eval_seeds`: its own stream, never a training one; with ``"offset"``,
+    ``seed + EVAL_SEED_OFFSET + i``); each copy's first episode counts. ``first_episode`` evaluates
+    episodes from that index on (``eval --video`` replays episode i alone).
     The agent is only read: no statistics of it change. Runs trained on the torch
     backend are evaluated on gymnasium's env of the same id (the reference
     implementation, parity-tested): the same initial states as a gymnasium-backend
@@ -120,7 +122,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     truncated = 0
     try:
         policies = _lane_policies(agent, specs)
-        rows = env.reset(seed=seed + EVAL_SEED_OFFSET)
+        rows = env.reset(seed=eval_seeds(seed, seed_scheme, episodes, first_episode))
         ep_return = np.zeros(E)
         group_return = {g: np.zeros(E) for g in specs}
         ep_length = np.zeros(E, dtype=np.int64)
@@ -229,7 +231,7 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
     dev = next(agent.parameters()).device
     cap = config.run.eval_max_episode_steps
     outcome = evaluate(agent, config.env, episodes, config.run.seed, dev, stop=stop, max_episode_steps=cap,
-                       policy=config.policy)
+                       policy=config.policy, seed_scheme=config.run.seed_scheme)
     result: dict[str, Any] = {
         "env_id": config.env.id,
         "seed": config.run.seed,
@@ -250,7 +252,7 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
 
 def _record(agent: torch.nn.Module, config: Any, path: Path, video_episodes: int, device: torch.device,
             stop: StopRequest | None, cap: int | None) -> list[str]:
-    """``eval --video``: episode i replays evaluation episode i (seed + i) on one copy rendered as ``rgb_array``,
+    """``eval --video``: episode i replays evaluation episode i (its own seed) on one copy rendered as ``rgb_array``,
     written by gymnasium's ``save_video`` (at the env's ``render_fps``) as ``videos/<checkpoint>-episode-<i>.mp4``.
     One at a time: a recording holds its frames in memory."""
     from gymnasium.utils.save_video import save_video
@@ -260,8 +262,9 @@ def _record(agent: torch.nn.Module, config: Any, path: Path, video_episodes: int
     videos = []
     for i in range(video_episodes):
         frames: list = []
-        outcome = evaluate(agent, config.env, 1, config.run.seed + i, device, render_mode="rgb_array", stop=stop,
-                           max_episode_steps=cap, policy=config.policy, frames=frames)
+        outcome = evaluate(agent, config.env, 1, config.run.seed, device, render_mode="rgb_array", stop=stop,
+                           max_episode_steps=cap, policy=config.policy, frames=frames,
+                           seed_scheme=config.run.seed_scheme, first_episode=i)
         prefix = f".{path.stem}-recording-{i}"
         recording = folder / f"{prefix}-episode-0.mp4"
         try:

@@ -32,6 +32,7 @@ from shell.inference import load_weights, policy_for
 from shell.installation import distribution_version, git_state, package_version
 from shell.lanes import LANE_METRICS, Lanes
 from shell.logs import CSV_FIELDS, LANE_FIELDS, RunLogs, lane_file
+from shell.seeding import sampling_seed, train_seeds
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.tracking import FAILED, FINISHED, KILLED, Loggers, RunEnd, RunStart, numeric, open_loggers
 
@@ -79,8 +80,9 @@ class Trainer:
     ``load_state_dict`` of a checkpoint it continues that run exactly, except that
     the envs restart from a reset (seeded from ``seed`` and the update count).
 
+    Every random stream comes from ``run.seed`` by ``run.seed_scheme`` (shell/seeding.py).
     Under torchrun (``dist.world_size > 1``) every rank builds a Trainer: each runs
-    its own envs (sub-env i of rank r seeded ``seed + r * num_envs + i``) and takes
+    its own envs (with streams of its own rank) and takes
     ``total_timesteps / world_size`` of the steps; only rank 0 writes logs,
     evaluates and checkpoints. Every method that saves is collective.
 
@@ -112,7 +114,8 @@ class Trainer:
         self.dist = dist or Dist()
         self.stop = stop or StopRequest()
         self.device = resolve_device(config.run.device, self.dist)
-        self.generator = torch.Generator(self.device).manual_seed(config.run.seed + self.dist.rank)
+        self.generator = torch.Generator(self.device).manual_seed(
+            sampling_seed(config.run.seed, config.run.seed_scheme, self.dist.rank))
         self.num_updates = config.num_updates(self.dist.world_size)
         self.env_source, self.eval_source, self.source_kind = env_source, eval_source, source_kind
         self.callbacks = list(callbacks)
@@ -349,15 +352,15 @@ class Trainer:
         return self._write_summary(outcome, checkpoint), checkpoint
 
     def _start(self) -> dict[str | None, Rows]:
-        """Reset the envs for the loop: a fresh run resets with ``seed`` (plus the rank's offset), a resumed one
-        with a seed derived from its update count; callbacks with ``on_train_start`` run first (every rank:
-        restored curriculum state reaches the new envs)."""
-        cfg = self.config
-        offset = cfg.env.num_envs * (self.dist.rank + self.update * self.dist.world_size)
+        """Reset the envs for the loop with seeds of this rank and update count (a fresh run: update 0; a
+        resumed one: its own, so a resume never replays a stream; :func:`shell.seeding.train_seeds`); callbacks
+        with ``on_train_start`` run first (every rank: restored curriculum state reaches the new envs)."""
+        run = self.config.run
         for callback in self.callbacks:
             if callable(getattr(callback, "on_train_start", None)):
                 callback.on_train_start(self._context())
-        rows = self.env.reset(seed=cfg.run.seed + offset)
+        rows = self.env.reset(seed=train_seeds(run.seed, run.seed_scheme, self.config.env.num_envs, self.dist.rank,
+                                               self.dist.world_size, self.update))
         self.lanes.restart()
         return rows
 
@@ -411,6 +414,7 @@ class Trainer:
         """Evaluate the deterministic policy (rank 0) on the run's evaluation envs."""
         cfg = self.config
         return evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device, stop=stop,
+                        seed_scheme=cfg.run.seed_scheme,
                         policy=cfg.policy, max_episode_steps=cfg.run.eval_max_episode_steps,
                         on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
                         wrappers=self.eval_env_changes.wrappers())

@@ -50,6 +50,11 @@ class GymnasiumFinalObs(gym.vector.VectorWrapper):
     ``info["_final_obs"] [N]`` bool. This wrapper converts the first into the second, so that
     :class:`GymVecEnv` reads one format."""
 
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """A list of seeds (one per sub-env, shell/seeding.py) as the array ale-py takes."""
+        return self.env.reset(seed=np.asarray(seed, dtype=np.int64) if isinstance(seed, list) else seed,
+                              options=options)
+
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(actions)
         if "final_obs" in info and "_final_obs" not in info:

@@ -28,6 +28,7 @@ from shell.actions import box_action_layout
 from shell.config import EnvConfig
 from shell.errors import ConfigError
 from shell.observations import Obs
+from shell.seeding import ResetSeed
 
 
 class StepResult(NamedTuple):
@@ -118,7 +119,7 @@ class LaneEnv(Protocol):
     max_episode_steps: int | None
     render_fps: int | None  # the frame rate of render()'s frames (the env's metadata), None where unknown
 
-    def reset(self, seed: int | None = None) -> dict[str | None, Rows]: ...
+    def reset(self, seed: ResetSeed | None = None) -> dict[str | None, Rows]: ...
 
     def step(self, actions: dict[str | None, torch.Tensor]) -> dict[str | None, StepResult]: ...
 
@@ -152,7 +153,7 @@ class OneLane:
         self.max_episode_steps = env.max_episode_steps
         self.render_fps = getattr(env, "render_fps", None)
 
-    def reset(self, seed: int | None = None) -> dict[str | None, Rows]:
+    def reset(self, seed: ResetSeed | None = None) -> dict[str | None, Rows]:
         obs = self.env.reset(seed=seed)
         return {None: Rows(obs, self.env.valid, self.env.action_mask)}
 

@@ -22,6 +22,7 @@ from shell.envs.envpool_import import envpool_registration
 from shell.envs.gymnasium import GymVecEnv
 from shell.errors import ConfigError
 from shell.installation import install_hint
+from shell.seeding import ResetSeed, base_seed
 
 # env.kwargs that configure EnvPool's pool rather than the env (dropped for the gymnasium evaluation env;
 # "seed" is refused for training now, but configs saved before that may carry it)
@@ -60,7 +61,8 @@ class SeededPool(gym.vector.VectorWrapper):
         super().__init__(env)
         self._build = build
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: ResetSeed | None = None, options: dict[str, Any] | None = None):
+        seed = base_seed(seed)  # one seed for the pool: a list's first (shell/seeding.py)
         if seed is not None:
             self.env.close()
             self.env = self._build(seed)
@@ -76,8 +78,8 @@ def _check_envpool_options(kwargs: dict[str, Any], num_envs: int) -> None:
             ``num_envs`` (EnvPool's async mode returns a subset of the sub-envs per step).
     """
     if "seed" in kwargs:
-        raise ConfigError("env.kwargs.seed: the envpool backend seeds its pool from run.seed (sub-env i gets "
-                          "run.seed + i, as on the other backends); drop it and use --seed")
+        raise ConfigError("env.kwargs.seed: the envpool backend seeds its pool from run.seed (by run.seed_scheme, "
+                          "as on the other backends); drop it and use --seed")
     for key, low in (("num_threads", 0), ("thread_affinity_offset", -1)):
         value = kwargs.get(key, low)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

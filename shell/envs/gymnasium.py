@@ -27,6 +27,7 @@ from shell.envs.base import StepResult, check_action_space, source_name
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
+from shell.seeding import ResetSeed
 from shell.workers import become_worker
 
 EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video", "ale_py": "atari", "minigrid": "minigrid",
@@ -436,8 +437,8 @@ class GymVecEnv:
         """``[N, A]`` bool on the device: the legal actions of the last returned observation (None: no masks)."""
         return self._mask
 
-    def reset(self, seed: int | None = None) -> Obs:
-        """Reset every sub-env (sub-env i seeded ``seed + i``).
+    def reset(self, seed: ResetSeed | None = None) -> Obs:
+        """Reset every sub-env (sub-env i seeded ``seed + i``, or ``seed[i]`` for a list: shell/seeding.py).
 
         Raises:
             TrainingError: the env raised (one line naming it and the error), or a sub-env has no legal action.

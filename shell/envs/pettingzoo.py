@@ -52,6 +52,7 @@ from shell.envs.base import LaneSpec, Rows, StepResult, check_action_space, no_s
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
+from shell.seeding import ResetSeed, per_copy
 from shell.workers import WorkerPool
 
 CRITICS = ("local", "state", "concat")
@@ -558,14 +559,15 @@ class ParallelVecEnv:
         """Where each group's masks come from (settled by the first reset)."""
         return {g: rows.mask_source for g, rows in self.groups.items()}
 
-    def reset(self, seed: int | None = None) -> dict[str, Rows]:
-        """Reset every copy (copy i seeded ``seed + i``): each group's :class:`shell.envs.base.Rows`.
+    def reset(self, seed: ResetSeed | None = None) -> dict[str, Rows]:
+        """Reset every copy (copy i seeded ``seed + i``, or ``seed[i]`` for a list: shell/seeding.py): each group's
+        :class:`shell.envs.base.Rows`.
 
         Raises:
             TrainingError: an env raised on reset.
             ConfigError: the first reset finds no mask where one is asked, or a mask of the wrong shape.
         """
-        self._reset({i: None if seed is None else seed + i for i in range(self.copies)}, at_reset=True)
+        self._reset(dict(enumerate(per_copy(seed, self.copies))), at_reset=True)
         return {g: Rows(rows.reset_observation(), rows.valid, rows.action_mask) for g, rows in self.groups.items()}
 
     def _copies(self, call: Callable[[], Any], where: str) -> Any:

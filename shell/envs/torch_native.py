@@ -21,6 +21,7 @@ from gymnasium import spaces
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs.base import StepResult, refuse_wrappers
 from shell.errors import ConfigError
+from shell.seeding import ResetSeed, base_seed
 
 
 class TorchVecEnv:
@@ -54,7 +55,10 @@ class TorchVecEnv:
         u = torch.rand((n, high.numel()), generator=self.generator, device=self.device)
         return (2.0 * u - 1.0) * high
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
+    def reset(self, seed: ResetSeed | None = None) -> torch.Tensor:
+        """Reset every sub-env; the one generator of the batch is seeded with the reset seed (a list's first:
+        :func:`shell.seeding.base_seed`)."""
+        seed = base_seed(seed)
         if seed is not None:
             self.generator.manual_seed(seed)
         self.state = self._sample_state(self.num_envs)
