@@ -300,12 +300,7 @@ class Trainer:
                 self.update += 1
                 self.env_steps += step_batch
                 self.train_seconds = time.perf_counter() - start
-                if values["episodic_return"] != "":
-                    self.recent_return = values["episodic_return"]
-                pending = {"update": self.update, "env_steps": self.env_steps,
-                           "seconds": round(self.train_seconds, 3),
-                           "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
-                           "eval_return": "", **_lane_keys(lane_values)}  # written if the evaluation is interrupted
+                pending = self._row(lr, values, lane_values)  # written if the evaluation is interrupted
                 # -- periodic evaluation
                 eval_due = bool(cfg.run.eval_every) and self.update % cfg.run.eval_every == 0 \
                     and self.update < self.num_updates
@@ -322,12 +317,7 @@ class Trainer:
                     checkpoint = self.save()
                     if eval_due and row["eval_return"] == self.best_eval:
                         self.checkpoints.mark_best(checkpoint)
-                progress.set_postfix(sps=int(row["sps"]), refresh=False,
-                                     ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
-                if self.update < self.num_updates and not self.stopped_early:
-                    progress.update(step_batch)
-                else:  # the last update: the closing line shows it, so the final line is printed once
-                    progress.n += step_batch
+                self._show(progress, row, step_batch)
                 if self.stopped_early:
                     break
             checkpoint = self.save()
@@ -350,6 +340,23 @@ class Trainer:
             print(f"interrupted by {signal.Signals(self._signal).name}: checkpoint saved to {checkpoint}; "
                   f"continue with --resume {self.run_dir}", file=sys.stderr)
         return self._write_summary(outcome, checkpoint), checkpoint
+
+    def _row(self, lr: float, values: dict[str, Any], lane_values: dict[str, dict]) -> dict[str, Any]:
+        """The metrics row of the update just finished (``eval_return`` still empty)."""
+        if values["episodic_return"] != "":
+            self.recent_return = values["episodic_return"]
+        return {"update": self.update, "env_steps": self.env_steps, "seconds": round(self.train_seconds, 3),
+                "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
+                "eval_return": "", **_lane_keys(lane_values)}
+
+    def _show(self, progress: tqdm, row: dict[str, Any], step_batch: int) -> None:
+        """Advance the progress bar by an update; the last update's line is drawn once, by the bar's close."""
+        progress.set_postfix(sps=int(row["sps"]), refresh=False,
+                             ret="-" if self.recent_return is None else f"{self.recent_return:.1f}")
+        if self.update < self.num_updates and not self.stopped_early:
+            progress.update(step_batch)
+        else:
+            progress.n += step_batch
 
     def _start(self) -> dict[str | None, Rows]:
         """Reset the envs for the loop with seeds of this rank and update count (a fresh run: update 0; a
