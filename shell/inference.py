@@ -318,7 +318,7 @@ class AgentsPolicy:
     ``{agent: action}``, deterministic, for the agents that the dict holds, each by its group's policy.
 
     Each agent's observation is what the env gives it (not a Dict of ``"obs"`` and ``"critic"``): it is laid
-    out as in training (shell/envs/pettingzoo.py), with its one-hot index in its group appended when the run
+    out as in training (shell/envs/pettingzoo/rows.py), with its one-hot index in its group appended when the run
     used ``policy.agent_id``; a centralised critic's input is not needed to act (the actor never sees it)
     and is filled with zeros. Masks come from each agent's Dict observation key ``"action_mask"``, or
     ``action_mask={agent: mask}``. Pass only the agents that act (``{a: obs[a] for a in env.agents}``).
