@@ -133,6 +133,48 @@ def test_agent_id_and_centralised_critics():
         env.close()
 
 
+def _three_steps_to_a_time_limit(critic: str):
+    """Relay (runner lifetimes 2, 4, 6) in 2 copies with env.max_episode_steps = 3: runner_0 leaves at step 2;
+    at step 3 the limit truncates runner_1 and runner_2 and both copies reset (SAME_STEP). Step 3's result."""
+    cfg = config(**{"policy.critic": critic, "env.max_episode_steps": 3})
+    env = make_lanes(cfg.env, torch.device("cpu"), policy=cfg.policy)
+    try:
+        env.reset(seed=0)
+        for _ in range(3):
+            step = env.step({"runner": torch.ones(6, dtype=torch.long)})["runner"]
+    finally:
+        env.close()
+    assert step.ended.tolist() == [True, True]
+    assert step.truncated.view(2, 3).tolist() == [[False, True, True]] * 2
+    return step
+
+
+def test_a_truncated_agents_final_observation_carries_the_state_of_its_last_step():
+    """A truncated agent's value target bootstraps from V(final observation). With policy.critic = "state" the
+    critic's part of that observation is the env's state() after the step that ended the episode (every
+    agent's [alive, t / 10] at t = 3), not the state of the next episode's reset, which the copy's rows
+    observe next."""
+    step = _three_steps_to_a_time_limit("state")
+    truncated = step.truncated
+    final = step.final_obs[CRITIC_KEY][truncated][:, :6]
+    assert torch.allclose(final, torch.tensor([0.0, 0.3, 1.0, 0.3, 1.0, 0.3]).expand(4, 6))
+    after_reset = step.obs[CRITIC_KEY][truncated][:, :6]
+    assert torch.allclose(after_reset, torch.tensor([1.0, 0.0] * 3).expand(4, 6))
+    assert torch.equal(step.final_obs[CRITIC_KEY][truncated][:, 6:], torch.eye(3)[[1, 2, 1, 2]])
+
+
+def test_a_truncated_agents_final_concat_observation_is_of_its_last_step():
+    """The same for policy.critic = "concat": the final observation's critic part holds the agents'
+    observations of the step that ended the episode ([t / 10, i / 3, 1] at t = 3), not the reset's."""
+    step = _three_steps_to_a_time_limit("concat")
+    truncated = step.truncated
+    final = step.final_obs[CRITIC_KEY][truncated][:, 3:9]
+    expected = torch.tensor([0.3, 1 / 3, 1.0, 0.3, 2 / 3, 1.0])
+    assert torch.allclose(final, expected.expand(4, 6))
+    assert torch.allclose(step.final_obs["obs"][truncated], expected.view(2, 3).repeat(2, 1))
+    assert torch.allclose(step.obs[CRITIC_KEY][truncated][:, 3:9], torch.tensor([0.0, 1 / 3, 1.0, 0.0, 2 / 3, 1.0]))
+
+
 @pytest.mark.parametrize("critic", ["local", "state", "concat"])
 def test_each_critic_trains_and_the_actor_ignores_the_critic_input(tmp_path, critic):
     result = train(config=config(**{"policy.critic": critic, "policy.agent_id": True}), run_dir=tmp_path / "run",

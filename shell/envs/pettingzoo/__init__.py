@@ -14,7 +14,8 @@ Agents that come and go. PettingZoo drops an agent from its dicts once it is don
 not ``valid`` (DESIGN.md, "Rows and the validity mask") until its copy resets, so no transition of a
 gone agent reaches GAE, the losses, the normalisers or the episode statistics. A copy resets when
 its last agent is done (SAME_STEP: the step that ends the episode returns the reset observations,
-and the ended rows' final observations for the bootstrap).
+and the ended rows' final observations for the bootstrap, whose critic part is of that step: its
+``state()`` and its agents' observations, not the reset's).
 
 What each row observes (``policy.agent_id``, ``policy.critic``):
 

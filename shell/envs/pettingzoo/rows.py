@@ -137,9 +137,15 @@ class GroupRows:
             raise masks.env_error(exc, self.parent.name, at_reset, steps) from None
         return mask[0]
 
-    def observation(self, rows_obs: list[Any] | None = None) -> Any:
-        """The rows' observations as the policy sees them (see :mod:`shell.envs.pettingzoo`), as tensors."""
+    def observation(self, rows_obs: list[Any] | None = None, states: list[np.ndarray | None] | None = None) -> Any:
+        """The rows' observations as the policy sees them (see :mod:`shell.envs.pettingzoo`), as tensors.
+
+        Args:
+            rows_obs: each row's raw observation ``[N*M]``; None = the last returned ones.
+            states: each copy's env state ``[N]`` for ``policy.critic = "state"``; None = the current ones.
+        """
         rows_obs = self._obs if rows_obs is None else rows_obs
+        states = self.parent.states if states is None else states
         M, N = self.rows_per_env, self.copies
         own_space = self._own_space
         if isinstance(own_space, spaces.Dict):
@@ -149,7 +155,7 @@ class GroupRows:
         ids = np.tile(np.eye(M, dtype=np.float32), (N, 1))
         critic = None
         if self.critic != "local":
-            shared = np.stack(self.parent.states) if self.critic == "state" else own.reshape(N, -1)
+            shared = np.stack(states) if self.critic == "state" else own.reshape(N, -1)
             critic = np.concatenate([np.repeat(shared.astype(np.float32, copy=False), M, axis=0), ids], axis=1)
         return to_tensor(agent_view(own, ids if self.agent_id else None, critic), self.layout, self.device)
 
@@ -199,8 +205,11 @@ class GroupRows:
         done[r], ret[r], steps[r] = True, self._return[i], length
         self._start[r:r + self.rows_per_env] = True
 
-    def end_step(self) -> StepResult:
-        final_obs = self.observation(self._final_rows) if self._truncated.any() else None
+    def end_step(self, final_states: list[np.ndarray | None]) -> StepResult:
+        """This step's :class:`shell.envs.base.StepResult` of the group's rows, after the copies that ended have
+        reset. ``final_states`` are the env states of the step (before those resets): a truncated row's final
+        observation carries the state of the step that ended its episode (``policy.critic = "state"``)."""
+        final_obs = self.observation(self._final_rows, final_states) if self._truncated.any() else None
         obs = self.reset_observation()
         dev = self.device
         done, ret, steps = self._episode

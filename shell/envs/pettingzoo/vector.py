@@ -159,6 +159,7 @@ class ParallelVecEnv:
                 present: set[str] = set()
             else:
                 present = set(agents)
+            self.states[i] = state
             for rows in self.groups.values():
                 rows.copy_step(i, obs, rewards, terms, truncs, present)
             if not present:  # the copy's episode is over: SAME_STEP reset
@@ -166,12 +167,13 @@ class ParallelVecEnv:
                     rows.copy_ended(i, int(self._length[i]))
                 ended[i] = None
             else:
-                self.states[i] = state
                 for rows in self.groups.values():
                     rows.read_masks(i, obs, infos, at_reset=False)
+        # the final observations carry the state of this step, also in the copies that reset now
+        final_states = list(self.states)
         if ended:
             self._reset(ended)
-        return {g: rows.end_step() for g, rows in self.groups.items()}
+        return {g: rows.end_step(final_states) for g, rows in self.groups.items()}
 
     def render(self) -> Any:
         """Copy 0's frame (``render_mode = "rgb_array"``)."""
