@@ -175,6 +175,30 @@ def test_a_truncated_agents_final_concat_observation_is_of_its_last_step():
     assert torch.allclose(step.obs[CRITIC_KEY][truncated][:, 3:9], torch.tensor([0.0, 1 / 3, 1.0, 0.0, 2 / 3, 1.0]))
 
 
+def test_a_gone_agent_enters_the_concat_critic_as_zeros():
+    """policy.critic = "concat": while an agent is not valid (it has left, until its copy resets) its part of
+    every row's critic input is zeros, not its last observation; a valid agent's part is its observation.
+    Also in a final observation: runner_0 left before the step that truncated the others."""
+    cfg = config(**{"policy.critic": "concat"})
+    env = make_lanes(cfg.env, torch.device("cpu"), policy=cfg.policy)
+    try:
+        env.reset(seed=0)
+        gone_seen = 0
+        for _ in range(5):  # lifetimes 2, 4, 6: runner_0 leaves at step 2, runner_1 at step 4
+            step = env.step({"runner": torch.ones(6, dtype=torch.long)})["runner"]
+            parts = step.obs[CRITIC_KEY][:, :9].view(2, 3, 3, 3)  # copy, row, agent, its observation
+            own = step.obs["obs"].view(2, 3, 3)
+            for agent, valid in enumerate(step.valid.view(2, 3)[0].tolist()):
+                expected = own[:, agent] if valid else torch.zeros(2, 3)
+                assert torch.equal(parts[:, :, agent], expected[:, None].expand(2, 3, 3)), (agent, parts)
+                gone_seen += not valid
+        assert gone_seen == 4 + 2  # runner_0 after steps 2 to 5, runner_1 after steps 4 and 5
+    finally:
+        env.close()
+    step = _three_steps_to_a_time_limit("concat")
+    assert torch.equal(step.final_obs[CRITIC_KEY][step.truncated][:, :3], torch.zeros(4, 3))
+
+
 @pytest.mark.parametrize("critic", ["local", "state", "concat"])
 def test_each_critic_trains_and_the_actor_ignores_the_critic_input(tmp_path, critic):
     result = train(config=config(**{"policy.critic": critic, "policy.agent_id": True}), run_dir=tmp_path / "run",

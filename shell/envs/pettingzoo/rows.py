@@ -53,7 +53,8 @@ class GroupRows:
         self.agent_id, self.critic = policy.agent_id, policy.critic
         self.observation_space = self._view_space(self._own_space)
         self.layout = obs_layout(self.observation_space)
-        # per row: alive (acts on the last returned observation), its last raw observation, its mask
+        # per row: alive (acts on the last returned observation), its last raw observation (None while it is not
+        # alive: a gone agent observes zeros, and is zeros in a concat critic's input), its mask
         self._alive = np.zeros(self.num_envs, dtype=bool)
         self._obs: list[Any] = [None] * self.num_envs
         self._mask_rows = np.ones((self.num_envs, self._mask_size or 0), dtype=bool)
@@ -105,7 +106,7 @@ class GroupRows:
         for j, agent in enumerate(self.agents):
             r = i * self.rows_per_env + j
             self._alive[r] = agent in present and agent in obs
-            self._obs[r] = obs.get(agent)
+            self._obs[r] = obs[agent] if self._alive[r] else None
         self.read_masks(i, obs, infos, at_reset)
 
     def copy_actions(self, i: int) -> dict[str, Any]:
@@ -193,6 +194,7 @@ class GroupRows:
                     self._alive[r] = False
                     # dropped without a flag: its episode ended there
                     self._terminated[r] = self._terminated[r] or not self._truncated[r]
+                    self._obs[r] = None  # gone: zeros until its copy resets (its final observation is kept)
             elif agent in present and agent in obs:  # an agent that joins: its own episode starts
                 self._alive[r] = True
                 self._obs[r] = obs[agent]
