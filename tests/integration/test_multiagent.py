@@ -397,6 +397,45 @@ def test_recurrent_agents_policy_keeps_each_agents_state_until_reset(tmp_path):
     assert [{k: int(v) for k, v in a.items()} for a in episode()] == [{k: int(v) for k, v in a.items()} for a in first]
 
 
+@pytest.mark.parametrize("mask", [False, "obs"])
+def test_an_absent_recurrent_agent_keeps_its_state(tmp_path, mask):
+    """AgentsPolicy with policy.recurrent = "lstm": an agent missing from a call keeps its recurrent state (and
+    its episode start), untouched by the call; the agents present step as they would with it there. Also with
+    masks in each agent's Dict observation."""
+    result = train(config=config(**{"policy.recurrent": "lstm", "policy.rnn_hidden_size": 8,
+                                    "ppo.num_minibatches": 1, "env.kwargs": {"mask": mask}}),
+                   run_dir=tmp_path / "run", progress=False)
+    assert result.summary["eval_return_mean"] == 28.0
+    policy, reference = load_policy(tmp_path / "run"), load_policy(tmp_path / "run")
+    rows, reference_rows = policy.policies["runner"], reference.policies["runner"]
+    assert rows.recurrent and rows.masked == bool(mask)
+
+    def obs(t: int, agents=(0, 1, 2)) -> dict:
+        own = {f"runner_{i}": np.array([t / 10, i / 3, 1.0], dtype=np.float32) for i in agents}
+        if not mask:
+            return own
+        legal = np.array([t % 2 == 0, True, True], dtype=np.int8)
+        return {a: {"observation": o, "action_mask": legal} for a, o in own.items()}
+
+    for p in (policy, reference):
+        p.reset()
+        p(obs(0))
+    kept = rows.state[1].clone()
+    policy(obs(1, (0, 2)))  # runner_1 is absent
+    assert torch.equal(rows.state[1], kept)
+    reference(obs(1))  # runner_1 present: rows 0 and 2 step the same
+    assert torch.allclose(rows.state[[0, 2]], reference_rows.state[[0, 2]], atol=1e-6)
+    assert not torch.equal(reference_rows.state[1], kept)
+    # absent from the start of an episode: its first observation starts it from the initial state
+    policy.reset()
+    policy(obs(0, (0,)))
+    assert torch.equal(rows.state[1:], torch.zeros_like(rows.state[1:]))
+    policy(obs(1, (0, 1)))
+    reference.reset()
+    reference(obs(1))
+    assert torch.allclose(rows.state[1], reference_rows.state[1], atol=1e-6)
+
+
 def test_env_id_module_colon_name_makes_the_env_with_that_function():
     """``env.id = "module:name"``: ``name`` of the module makes the env, instead of its parallel_env."""
     env = make_lanes(config(**{"env.id": f"{RELAY}:Mixed"}).env, torch.device("cpu"), policy=config().policy)
