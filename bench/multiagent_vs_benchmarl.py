@@ -205,7 +205,7 @@ def profile(args: argparse.Namespace) -> dict:
     parts = {
         "total": total,
         "env_own_step (mpe2 ParallelEnv.step)": cumulative("mpe2", "step") or cumulative("pettingzoo", "step"),
-        "env_layer_step (ParallelVecEnv.step_groups)": cumulative("shell/envs/pettingzoo.py", "step_groups"),
+        "env_layer_step (ParallelVecEnv.step)": cumulative("shell/envs/pettingzoo/vector.py", "step"),
         "rollout (Collector.steps, incl. env)": cumulative("shell/rollout.py", "collect"),
         "update (PPO.update)": cumulative("shell/ppo.py", "update"),
         "evaluation": cumulative("shell/evaluation.py", "evaluate"),

@@ -435,7 +435,7 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
             env factory (or a vector env), needs that env again for its spaces.
         group: a multi-agent run with several groups of agents has a policy per group: the one to
             export (default file ``ckpt_000000065536.<group>.onnx``); :func:`export_groups` writes each.
-            Its inputs are one agent's observation as the trainer saw it (shell/envs/pettingzoo.py);
+            Its inputs are one agent's observation as the trainer saw it (shell/envs/pettingzoo/rows.py);
             a centralised critic's ``critic`` input is not read by the actor (pass zeros).
 
     Returns:

@@ -259,6 +259,14 @@ class Policy:
         Raises:
             ValueError: see :meth:`_mask`.
         """
+        return self._act_rows(obs, deterministic, episode_start, generator, action_mask)
+
+    def _act_rows(self, obs: Any, deterministic: bool, episode_start: Any, generator: torch.Generator | None,
+                  action_mask: Any, rows: list[int] | None = None, size: int | None = None) -> np.ndarray:
+        """:meth:`act`; with ``rows``, a batch that is those rows (in that order) of the ``size`` rows whose
+        recurrent state this policy keeps: only their states step and lose their episode start, the other
+        rows' are untouched (:class:`AgentsPolicy`, for the agents missing from a call). ``rows`` does not
+        apply to a feed-forward policy, nor with ``episode_start``."""
         raw_obs = obs
         if self.layout.is_dict:
             obs = {key: np.asarray(obs[key]) for key in self.layout.parts}
@@ -274,7 +282,7 @@ class Policy:
         with torch.inference_mode():
             if not self.recurrent:
                 return_action = self.agent.act(tensor, deterministic, generator, action_mask=mask)
-            else:
+            elif rows is None:
                 if self.state is None or self.state.shape[0] != n:
                     self.state = self.agent.initial_state(n, self.device)
                     self._start = torch.ones(n, dtype=torch.bool, device=self.device)
@@ -284,6 +292,15 @@ class Policy:
                 return_action, self.state = self.agent.act_step(tensor, self.state, self._start, deterministic,
                                                                 generator, action_mask=mask)
                 self._start = torch.zeros_like(self._start)
+            else:
+                if self.state is None or self.state.shape[0] != size:
+                    self.state = self.agent.initial_state(size, self.device)
+                    self._start = torch.ones(size, dtype=torch.bool, device=self.device)
+                index = torch.as_tensor(rows, dtype=torch.long, device=self.device)
+                return_action, state = self.agent.act_step(tensor, self.state[index], self._start[index],
+                                                           deterministic, generator, action_mask=mask)
+                self.state = self.state.index_copy(0, index, state)
+                self._start = self._start.index_fill(0, index, False)
             action = to_env_action(return_action, self.action_space)
         return action[0] if single else action
 
@@ -318,13 +335,15 @@ class AgentsPolicy:
     ``{agent: action}``, deterministic, for the agents that the dict holds, each by its group's policy.
 
     Each agent's observation is what the env gives it (not a Dict of ``"obs"`` and ``"critic"``): it is laid
-    out as in training (shell/envs/pettingzoo.py), with its one-hot index in its group appended when the run
+    out as in training (shell/envs/pettingzoo/rows.py), with its one-hot index in its group appended when the run
     used ``policy.agent_id``; a centralised critic's input is not needed to act (the actor never sees it)
     and is filled with zeros. Masks come from each agent's Dict observation key ``"action_mask"``, or
     ``action_mask={agent: mask}``. Pass only the agents that act (``{a: obs[a] for a in env.agents}``).
 
-    A recurrent policy keeps each agent's state between calls, in its group's row of that agent (an agent
-    missing from a call keeps its state); call :meth:`reset` at the start of every episode.
+    A recurrent policy keeps each agent's state between calls, in its group's row of that agent; a call steps
+    the rows of the agents it holds only, so an agent missing from a call keeps its state untouched (and an
+    agent absent since :meth:`reset` starts afresh when it first acts); call :meth:`reset` at the start of
+    every episode.
 
     Attributes:
         policies: each group's :class:`Policy` over its rows as the trainer saw them.
@@ -394,24 +413,14 @@ class AgentsPolicy:
             if not names:
                 continue
             policy = self.policies[group]
-            # a recurrent policy acts on every agent of its group, so that each keeps its row (and state)
-            acting = members if policy.recurrent else names
-            template = obs[names[0]]
-            batch = self._view(group, acting, [obs[a] if a in obs else _zeros_like(template) for a in acting])
-            mask = None
-            if action_mask is not None:
-                given = {a: np.asarray(action_mask[a]) for a in names}
-                mask = np.stack([given.get(a, np.ones_like(given[names[0]])) for a in acting])
-            elif policy.masked and policy.recurrent and isinstance(template, dict) and MASK_KEY in template:
-                batch[MASK_KEY] = np.stack([np.asarray(obs[a][MASK_KEY]) if a in obs
-                                            else np.ones_like(np.asarray(template[MASK_KEY])) for a in acting])
-            actions = policy.act(batch, deterministic, action_mask=mask)
-            out.update({a: actions[acting.index(a)] for a in names})
+            batch = self._view(group, names, [obs[a] for a in names])
+            mask = None if action_mask is None else np.stack([np.asarray(action_mask[a]) for a in names])
+            if policy.recurrent and len(names) < len(members):
+                # each agent keeps its group's row of the state: the rows of the agents present step, the
+                # others keep their state (and their episode start) untouched
+                rows = [members.index(a) for a in names]
+                actions = policy._act_rows(batch, deterministic, None, None, mask, rows, len(members))
+            else:
+                actions = policy.act(batch, deterministic, action_mask=mask)
+            out.update(zip(names, actions, strict=True))
         return out
-
-
-def _zeros_like(obs: Any) -> Any:
-    """A stand-in observation for an agent that is not acting (a recurrent group keeps its rows)."""
-    if isinstance(obs, dict):
-        return {k: np.zeros_like(np.asarray(v)) for k, v in obs.items()}
-    return np.zeros_like(np.asarray(obs))

@@ -29,7 +29,7 @@ from shell.errors import ConfigError
 Obs = torch.Tensor | dict[str, torch.Tensor]
 MIN_IMAGE_SIZE = 4
 #: A Dict observation of these two keys splits between the heads: the actor sees ``"obs"`` only, the critic
-#: ``"critic"`` only (a multi-agent env's centralised critic input, shell/envs/pettingzoo.py).
+#: ``"critic"`` only (a multi-agent env's centralised critic input, shell/envs/pettingzoo/rows.py).
 ACTOR_KEY, CRITIC_KEY = "obs", "critic"
 #: The key of an agent's one-hot index beside a multi-agent env's Dict observation (``policy.agent_id``).
 AGENT_ID_KEY = "agent_id"
@@ -94,7 +94,7 @@ def split_actor_critic(layout: ObsLayout) -> tuple[ObsLayout, ObsLayout | None]:
 
 
 def agent_view(own: Any, ids: np.ndarray | None, critic: np.ndarray | None) -> Any:
-    """Agents' own observations as a multi-agent policy sees them (shell/envs/pettingzoo.py, and
+    """Agents' own observations as a multi-agent policy sees them (shell/envs/pettingzoo/rows.py, and
     :class:`shell.inference.AgentsPolicy` for raw observations).
 
     Args:

@@ -1,5 +1,5 @@
 """Several policies in one run: one :class:`ActorCritic` per lane, a group of agents (a multi-agent env whose
-agents differ in spaces or roles, shell/envs/pettingzoo.py; BenchMARL's groups), and how a run's lanes are laid
+agents differ in spaces or roles, shell/envs/pettingzoo/; BenchMARL's groups), and how a run's lanes are laid
 out in its checkpoints: one lane is its :class:`ActorCritic` itself (the keys of a single-agent run), several are
 an :class:`AgentGroups` keyed by group. Code above asks ``policy.lanes()`` and never which of the two it holds."""
 

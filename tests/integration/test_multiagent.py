@@ -133,6 +133,72 @@ def test_agent_id_and_centralised_critics():
         env.close()
 
 
+def _three_steps_to_a_time_limit(critic: str):
+    """Relay (runner lifetimes 2, 4, 6) in 2 copies with env.max_episode_steps = 3: runner_0 leaves at step 2;
+    at step 3 the limit truncates runner_1 and runner_2 and both copies reset (SAME_STEP). Step 3's result."""
+    cfg = config(**{"policy.critic": critic, "env.max_episode_steps": 3})
+    env = make_lanes(cfg.env, torch.device("cpu"), policy=cfg.policy)
+    try:
+        env.reset(seed=0)
+        for _ in range(3):
+            step = env.step({"runner": torch.ones(6, dtype=torch.long)})["runner"]
+    finally:
+        env.close()
+    assert step.ended.tolist() == [True, True]
+    assert step.truncated.view(2, 3).tolist() == [[False, True, True]] * 2
+    return step
+
+
+def test_a_truncated_agents_final_observation_carries_the_state_of_its_last_step():
+    """A truncated agent's value target bootstraps from V(final observation). With policy.critic = "state" the
+    critic's part of that observation is the env's state() after the step that ended the episode (every
+    agent's [alive, t / 10] at t = 3), not the state of the next episode's reset, which the copy's rows
+    observe next."""
+    step = _three_steps_to_a_time_limit("state")
+    truncated = step.truncated
+    final = step.final_obs[CRITIC_KEY][truncated][:, :6]
+    assert torch.allclose(final, torch.tensor([0.0, 0.3, 1.0, 0.3, 1.0, 0.3]).expand(4, 6))
+    after_reset = step.obs[CRITIC_KEY][truncated][:, :6]
+    assert torch.allclose(after_reset, torch.tensor([1.0, 0.0] * 3).expand(4, 6))
+    assert torch.equal(step.final_obs[CRITIC_KEY][truncated][:, 6:], torch.eye(3)[[1, 2, 1, 2]])
+
+
+def test_a_truncated_agents_final_concat_observation_is_of_its_last_step():
+    """The same for policy.critic = "concat": the final observation's critic part holds the agents'
+    observations of the step that ended the episode ([t / 10, i / 3, 1] at t = 3), not the reset's."""
+    step = _three_steps_to_a_time_limit("concat")
+    truncated = step.truncated
+    final = step.final_obs[CRITIC_KEY][truncated][:, 3:9]
+    expected = torch.tensor([0.3, 1 / 3, 1.0, 0.3, 2 / 3, 1.0])
+    assert torch.allclose(final, expected.expand(4, 6))
+    assert torch.allclose(step.final_obs["obs"][truncated], expected.view(2, 3).repeat(2, 1))
+    assert torch.allclose(step.obs[CRITIC_KEY][truncated][:, 3:9], torch.tensor([0.0, 1 / 3, 1.0, 0.0, 2 / 3, 1.0]))
+
+
+def test_a_gone_agent_enters_the_concat_critic_as_zeros():
+    """policy.critic = "concat": while an agent is not valid (it has left, until its copy resets) its part of
+    every row's critic input is zeros, not its last observation; a valid agent's part is its observation.
+    Also in a final observation: runner_0 left before the step that truncated the others."""
+    cfg = config(**{"policy.critic": "concat"})
+    env = make_lanes(cfg.env, torch.device("cpu"), policy=cfg.policy)
+    try:
+        env.reset(seed=0)
+        gone_seen = 0
+        for _ in range(5):  # lifetimes 2, 4, 6: runner_0 leaves at step 2, runner_1 at step 4
+            step = env.step({"runner": torch.ones(6, dtype=torch.long)})["runner"]
+            parts = step.obs[CRITIC_KEY][:, :9].view(2, 3, 3, 3)  # copy, row, agent, its observation
+            own = step.obs["obs"].view(2, 3, 3)
+            for agent, valid in enumerate(step.valid.view(2, 3)[0].tolist()):
+                expected = own[:, agent] if valid else torch.zeros(2, 3)
+                assert torch.equal(parts[:, :, agent], expected[:, None].expand(2, 3, 3)), (agent, parts)
+                gone_seen += not valid
+        assert gone_seen == 4 + 2  # runner_0 after steps 2 to 5, runner_1 after steps 4 and 5
+    finally:
+        env.close()
+    step = _three_steps_to_a_time_limit("concat")
+    assert torch.equal(step.final_obs[CRITIC_KEY][step.truncated][:, :3], torch.zeros(4, 3))
+
+
 @pytest.mark.parametrize("critic", ["local", "state", "concat"])
 def test_each_critic_trains_and_the_actor_ignores_the_critic_input(tmp_path, critic):
     result = train(config=config(**{"policy.critic": critic, "policy.agent_id": True}), run_dir=tmp_path / "run",
@@ -329,6 +395,45 @@ def test_recurrent_agents_policy_keeps_each_agents_state_until_reset(tmp_path):
     first = episode()
     assert [len(a) for a in first] == [3, 3, 2, 2, 1, 1]  # agents leave; each keeps its own row
     assert [{k: int(v) for k, v in a.items()} for a in episode()] == [{k: int(v) for k, v in a.items()} for a in first]
+
+
+@pytest.mark.parametrize("mask", [False, "obs"])
+def test_an_absent_recurrent_agent_keeps_its_state(tmp_path, mask):
+    """AgentsPolicy with policy.recurrent = "lstm": an agent missing from a call keeps its recurrent state (and
+    its episode start), untouched by the call; the agents present step as they would with it there. Also with
+    masks in each agent's Dict observation."""
+    result = train(config=config(**{"policy.recurrent": "lstm", "policy.rnn_hidden_size": 8,
+                                    "ppo.num_minibatches": 1, "env.kwargs": {"mask": mask}}),
+                   run_dir=tmp_path / "run", progress=False)
+    assert result.summary["eval_return_mean"] == 28.0
+    policy, reference = load_policy(tmp_path / "run"), load_policy(tmp_path / "run")
+    rows, reference_rows = policy.policies["runner"], reference.policies["runner"]
+    assert rows.recurrent and rows.masked == bool(mask)
+
+    def obs(t: int, agents=(0, 1, 2)) -> dict:
+        own = {f"runner_{i}": np.array([t / 10, i / 3, 1.0], dtype=np.float32) for i in agents}
+        if not mask:
+            return own
+        legal = np.array([t % 2 == 0, True, True], dtype=np.int8)
+        return {a: {"observation": o, "action_mask": legal} for a, o in own.items()}
+
+    for p in (policy, reference):
+        p.reset()
+        p(obs(0))
+    kept = rows.state[1].clone()
+    policy(obs(1, (0, 2)))  # runner_1 is absent
+    assert torch.equal(rows.state[1], kept)
+    reference(obs(1))  # runner_1 present: rows 0 and 2 step the same
+    assert torch.allclose(rows.state[[0, 2]], reference_rows.state[[0, 2]], atol=1e-6)
+    assert not torch.equal(reference_rows.state[1], kept)
+    # absent from the start of an episode: its first observation starts it from the initial state
+    policy.reset()
+    policy(obs(0, (0,)))
+    assert torch.equal(rows.state[1:], torch.zeros_like(rows.state[1:]))
+    policy(obs(1, (0, 1)))
+    reference.reset()
+    reference(obs(1))
+    assert torch.allclose(rows.state[1], reference_rows.state[1], atol=1e-6)
 
 
 def test_env_id_module_colon_name_makes_the_env_with_that_function():

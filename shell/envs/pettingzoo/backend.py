@@ -1,0 +1,138 @@
+"""The PettingZoo backend's functions as the registry calls them (:mod:`shell.envs.registry`): check a config,
+name the env its runs are evaluated on, and build a :class:`shell.envs.pettingzoo.vector.ParallelVecEnv` from
+``env.id`` or from a user's factory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from shell.config import EnvConfig, PolicyConfig
+from shell.envs.base import source_name
+from shell.envs.pettingzoo.copies import AsyncCopies, SyncCopies
+from shell.envs.pettingzoo.groups import check_parallel
+from shell.envs.pettingzoo.vector import ParallelVecEnv
+from shell.errors import ConfigError, first_line
+from shell.installation import install_hint
+
+
+def check_config(cfg: EnvConfig) -> None:
+    """PettingZoo envs are not gymnasium envs: no wrappers, no Atari chain, no key filter.
+    (``env.vectorization_mode = "async"`` steps the copies in worker processes, :class:`AsyncCopies`.)
+
+    Raises:
+        ConfigError: ``env.wrappers``, ``env.atari`` or ``env.obs_keys``.
+    """
+    if cfg.wrappers:
+        raise ConfigError("env.wrappers need env.backend = 'gymnasium', not 'pettingzoo'")
+    if cfg.atari or cfg.terminal_on_life_loss:
+        raise ConfigError("env.atari and env.terminal_on_life_loss need a gymnasium backend, not 'pettingzoo'")
+    if cfg.obs_keys is not None:
+        raise ConfigError("env.obs_keys is for gymnasium Dict observations; env.backend = 'pettingzoo' takes none")
+
+
+def eval_config(cfg: EnvConfig) -> EnvConfig:
+    """Runs on PettingZoo are evaluated on the same env."""
+    return cfg
+
+
+def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
+    """``env.id`` -> a function making one parallel env with ``env.kwargs``: ``"module"`` names a module
+    with ``parallel_env``; ``"module:name"`` names the function (or class) ``name`` in ``module`` that
+    makes a ParallelEnv, used instead of ``parallel_env``.
+
+    Raises:
+        ConfigError: the module cannot be imported (naming the multiagent extra for mpe2 and
+            pettingzoo), it has no ``name`` (naming both) or ``name`` is not callable, or it has no
+            ``parallel_env`` (an AEC-only env: naming ``aec_to_parallel``).
+    """
+    module_name, colon, attr = cfg.id.partition(":")
+    if colon and not attr:
+        raise ConfigError(f"env.id {cfg.id!r} names no function after ':'; use 'module' (its parallel_env) "
+                          "or 'module:function' (a function of the module that makes a ParallelEnv)")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # a missing package, a misspelt module, or an error inside the module
+        top = module_name.split(".")[0]
+        if isinstance(exc, ModuleNotFoundError) and exc.name == top and top in ("mpe2", "pettingzoo"):
+            raise ConfigError(f"env {cfg.id!r} needs the {top} package; run: {install_hint('multiagent')}") from None
+        raise ConfigError(f"env.backend = 'pettingzoo': cannot import {module_name!r} ({type(exc).__name__}: "
+                          f"{first_line(exc)}); env.id names an importable module with parallel_env(), e.g. "
+                          "'mpe2.simple_spread_v3', or 'module:function' for a function of it that makes a "
+                          "ParallelEnv (your own module: put its folder on PYTHONPATH)") from None
+    if attr:
+        make = getattr(module, attr, None)
+        if make is None:
+            raise ConfigError(f"env {cfg.id!r}: module {module_name!r} has no {attr!r}; after ':' env.id names "
+                              "a function of the module that makes a ParallelEnv")
+        if not callable(make):
+            raise ConfigError(f"env {cfg.id!r}: {module_name}.{attr} is a {type(make).__name__}, not a function "
+                              "that makes a ParallelEnv")
+    else:
+        make = getattr(module, "parallel_env", None)
+    if make is None:
+        aec = "; it has an AEC env: wrap it with pettingzoo.utils.conversions.aec_to_parallel and pass the " \
+              "factory from Python" if hasattr(module, "env") else ""
+        raise ConfigError(f"env {cfg.id!r} has no parallel_env(): env.backend = 'pettingzoo' needs PettingZoo's "
+                          f"Parallel API{aec}")
+    kwargs = dict(cfg.kwargs)
+    return lambda render_mode=None: make(**kwargs, **({"render_mode": render_mode} if render_mode else {}))
+
+
+def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: torch.device,
+           render_mode: str | None, policy: PolicyConfig | None, name: str) -> ParallelVecEnv:
+    """The copies of ``factory()`` behind a :class:`ParallelVecEnv`: in this process (``sync``), or in worker
+    processes (``async``), where one more copy in this process answers for the spaces.
+
+    Raises:
+        ConfigError: the factory raised or made something that is not a Parallel-API env (one line).
+    """
+    copies = max(1, num_envs)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # MPE's pygame renders headless
+    in_workers = cfg.vectorization_mode == "async" and copies > 1
+    envs: list[Any] = []
+    try:
+        for _ in range(1 if in_workers else copies):
+            envs.append(factory(render_mode=render_mode) if render_mode else factory())
+            if len(envs) == 1:
+                check_parallel(envs[0], name)
+    except ConfigError:
+        SyncCopies(envs, False).close()
+        raise
+    except Exception as exc:
+        SyncCopies(envs, False).close()
+        context = f" (env.kwargs = {dict(cfg.kwargs)!r})" if cfg.kwargs else ""
+        raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {first_line(exc)}{context}") from None
+    if in_workers:
+        def make_copies(with_state: bool) -> AsyncCopies:
+            return AsyncCopies(factory, copies, render_mode, with_state, name)
+
+        return ParallelVecEnv(envs[0], make_copies, copies, cfg, device, policy, name)
+    return ParallelVecEnv(envs[0], lambda with_state: SyncCopies(envs, with_state), copies, cfg, device, policy,
+                          name)
+
+
+def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
+         wrappers: list | None = None, policy: PolicyConfig | None = None) -> ParallelVecEnv:
+    """``num_envs`` copies of ``parallel_env(**env.kwargs)`` from the module ``env.id``.
+
+    Raises:
+        ConfigError: see :class:`ParallelVecEnv` and :func:`_factory_from_id`; ``wrappers`` (none apply).
+    """
+    if wrappers:
+        raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
+    return _build(_factory_from_id(cfg), cfg, num_envs, device, render_mode, policy, cfg.id)
+
+
+def from_factory(factory: Callable[[], Any], cfg: EnvConfig, num_envs: int, device: torch.device,
+                 render_mode: str | None = None, wrappers: list | None = None,
+                 policy: PolicyConfig | None = None) -> ParallelVecEnv:
+    """``num_envs`` copies of a user's ``factory()`` returning a ``pettingzoo.ParallelEnv``."""
+    if wrappers:
+        raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
+    return _build(factory, cfg, num_envs, device, render_mode, policy, source_name(factory))
