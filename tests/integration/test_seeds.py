@@ -94,7 +94,7 @@ def test_runs_of_seeds_0_to_9_share_no_env_stream_on_every_backend(backend, tmp_
         pytest.importorskip("pettingzoo")
     make_config, kind = BACKENDS[backend]
     resets = []
-    from shell.envs import pettingzoo
+    from shell.envs.pettingzoo import vector as pettingzoo
 
     for cls in (OneLane, pettingzoo.ParallelVecEnv):
         original = cls.reset
