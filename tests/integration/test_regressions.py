@@ -30,6 +30,7 @@ from shell.normalization import RewardScaler
 from shell.policies import ActorCritic
 from shell.ppo import PPO
 from shell.runner import Trainer
+from shell.seeding import eval_seeds, per_copy, train_seeds
 from shell.stop import StopRequest
 from shell.storage import RolloutStorage, Transition
 
@@ -54,12 +55,21 @@ def small_config(env: dict | None = None, ppo: dict | None = None, run: dict | N
 
 
 # ----------------------------------------------------------------------------- 1 + 7: episode statistics
+def counting_eval(seed: int, episodes: int) -> tuple[float, int]:
+    """(mean return, truncated count) of an evaluation of ``episodes`` CountingEnv episodes: episode i in the
+    phase of its seed (phase 2, the 7-step one, is cut by the time limit)."""
+    phases = [s % 3 for s in per_copy(eval_seeds(seed, "spawn", episodes), episodes)]
+    lengths = [COUNTING_LENGTHS[p] for p in phases]
+    return sum(n * (n + 1) / 2 for n in lengths) / episodes, phases.count(2)
+
+
 def expected_episode_means(seed: int, num_envs: int, num_steps: int, updates: int) -> list[tuple[float, float]]:
     """(mean return, mean length) of the episodes that end in each update of a CountingEnv run, by hand.
 
-    Sub-env i starts at phase ``(seed + i) % 3`` and runs on across rollouts (no reset between updates).
+    Sub-env i starts at phase ``s_i % 3`` of its reset seed s_i (shell/seeding.py) and runs on across rollouts
+    (no reset between updates).
     """
-    phase = [(seed + i) % 3 for i in range(num_envs)]
+    phase = [s % 3 for s in per_copy(train_seeds(seed, "spawn", num_envs), num_envs)]
     t_in_episode = [0] * num_envs
     lengths: list[list[int]] = [[] for _ in range(updates)]
     for t in range(updates * num_steps):
@@ -96,16 +106,18 @@ def test_episode_statistics_are_the_true_episode_sums(main, tmp_path, mode):
     assert [float(r["episodic_return"]) for r in rows] == pytest.approx([e[0] for e in expected], rel=1e-6)
     assert [float(r["episodic_length"]) for r in rows] == pytest.approx([e[1] for e in expected], rel=1e-6)
     # cartpole.toml's reward_scale = 0.1 scales the rewards PPO sees, never the logged (raw) returns
-    # the evaluation: sub-env i seeded seed + 1_000_000 + i, phases 1 and 2: lengths 5 (terminated), 7 (cut)
+    # the evaluation: episode i of its seed's phase (shell/seeding.py): lengths 3, 5 (terminated) or 7 (cut)
     summary = json.loads(last_line(proc.stdout))
-    assert summary["eval_episodes"] == 2 and summary["eval_truncated_episodes"] == 1
-    assert summary["eval_return_mean"] == pytest.approx((15 + 28) / 2)
+    mean, truncated = counting_eval(seed, 2)
+    assert summary["eval_episodes"] == 2 and summary["eval_truncated_episodes"] == truncated
+    assert summary["eval_return_mean"] == pytest.approx(mean)
     if mode == "async":
-        result = main("eval", str(run), "--episodes", "3")  # phases 1, 2, 0: returns 15, 28, 6
+        result = main("eval", str(run), "--episodes", "3")
         assert result.returncode == 0, result.stderr[-2000:]
         out = json.loads(last_line(result.stdout))
-        assert out["eval_episodes"] == 3 and out["eval_return_mean"] == pytest.approx((15 + 28 + 6) / 3)
-        assert out["eval_truncated_episodes"] == 1
+        mean, truncated = counting_eval(seed, 3)
+        assert out["eval_episodes"] == 3 and out["eval_return_mean"] == pytest.approx(mean)
+        assert out["eval_truncated_episodes"] == truncated
 
 
 def test_counting_env_matches_its_description():

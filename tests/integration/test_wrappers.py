@@ -12,6 +12,7 @@ from shell.config import load_config, resolve_kwarg_paths
 from shell.envs import make_env
 from shell.errors import ConfigError
 from shell.inference import load_policy
+from shell.seeding import eval_seeds, per_copy, train_seeds
 
 from .test_regressions import read_rows
 
@@ -46,12 +47,19 @@ def wrapped_return(length: int) -> float:
     return sum(2.0 * min(k, 4) + 0.5 for k in range(1, length + 1))
 
 
+def wrapped_eval_mean(episodes: int) -> float:
+    """The mean wrapped return of a seed-0 evaluation of ``episodes`` CountingEnv episodes (episode i in phase
+    s_i % 3 of its seed, shell/seeding.py)."""
+    return sum(wrapped_return((3, 5, 7)[s % 3]) for s in eval_seeds(0, "spawn", episodes)) / episodes
+
+
 def wrapped_episode_means(num_envs: int, num_steps: int, updates: int) -> list[float]:
     """The mean wrapped return of the episodes that end in each update of a CountingEnv run (seed 0), by hand.
 
-    Sub-env i starts at phase i % 3 (lengths 3, 5, 7 in turn) and runs on across rollouts.
+    Sub-env i starts at phase s_i % 3 (lengths 3, 5, 7 in turn; s_i its reset seed, shell/seeding.py) and runs
+    on across rollouts.
     """
-    phase, t_in_episode = [i % 3 for i in range(num_envs)], [0] * num_envs
+    phase, t_in_episode = [s % 3 for s in per_copy(train_seeds(0, "spawn", num_envs), num_envs)], [0] * num_envs
     ended: list[list[int]] = [[] for _ in range(updates)]
     for t in range(updates * num_steps):
         for i in range(num_envs):
@@ -73,22 +81,22 @@ def test_wrappers_train_evaluate_and_resume_through_main(main, tmp_path):
     # episode statistics report the reward as the wrapped env returns it
     returns = [float(r["episodic_return"]) for r in read_rows(run)]
     assert returns == pytest.approx(wrapped_episode_means(num_envs, num_steps, updates), rel=1e-6)
-    # the final evaluation: sub-envs in phases 1 and 2, lengths 5 and 7
+    # the final evaluation: each episode of its seed's phase
     summary = last_json(proc.stdout)
-    assert summary["eval_return_mean"] == pytest.approx((wrapped_return(5) + wrapped_return(7)) / 2)
+    assert summary["eval_return_mean"] == pytest.approx(wrapped_eval_mean(2))
     saved = (run / "config.toml").read_text()
     assert 'class = "gymnasium.wrappers:ClipReward", kwargs = { min_reward = 0.0, max_reward = 4.0 }' in saved
     assert load_config(str(run / "config.toml")).env.wrappers == load_config(str(config)).env.wrappers
     assert load_checkpoint(latest_checkpoint(run / "checkpoints"))["config"]["env"]["wrappers"][1] == {
         "class": f"{CUSTOM}:ScaleReward", "kwargs": {"factor": 2.0, "offset": 0.5}}
     # eval and load_policy rebuild the wrapped env: returns and the observation space are the wrapped ones
-    out = last_json(main("eval", str(run), "--episodes", "3").stdout)  # phases 1, 2, 0: lengths 5, 7, 3
-    assert out["eval_return_mean"] == pytest.approx((wrapped_return(5) + wrapped_return(7) + wrapped_return(3)) / 3)
+    out = last_json(main("eval", str(run), "--episodes", "3").stdout)
+    assert out["eval_return_mean"] == pytest.approx(wrapped_eval_mean(3))
     assert load_policy(run).observation_space.shape == (3,)
     # --resume rebuilds the wrapped env from the checkpoint's config
     proc = main("--resume", str(run), "--total-timesteps", str(2 * updates * num_envs * num_steps))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert last_json(proc.stdout)["eval_return_mean"] == pytest.approx((wrapped_return(5) + wrapped_return(7)) / 2)
+    assert last_json(proc.stdout)["eval_return_mean"] == pytest.approx(wrapped_eval_mean(2))
     rows = read_rows(run)
     assert len(rows) == 2 * updates
     possible = {wrapped_return(n) for n in (3, 5, 7)}
