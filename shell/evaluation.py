@@ -25,11 +25,11 @@ from shell.envs.masks import require_mask
 from shell.errors import ConfigError
 from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
-from shell.seeding import EVAL_SEED_OFFSET, eval_seeds
+from shell.seeding import eval_seeds
 from shell.stop import StopRequest
 from shell.tracking import log_videos
 
-__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "EVAL_SEED_OFFSET", "EvalResult", "eval_checkpoint", "eval_env_config",
+__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "EvalResult", "eval_checkpoint", "eval_env_config",
            "eval_episode_cap", "eval_fields", "evaluate"]
 
 DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000
@@ -84,7 +84,7 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
 
     One env copy per episode, episode i seeded by ``seed_scheme`` from the run's ``seed``
     (:func:`shell.seeding.eval_seeds`: its own stream, never a training one; with ``"offset"``,
-    ``seed + EVAL_SEED_OFFSET + i``); each copy's first episode counts. ``first_episode`` evaluates
+    ``seed + 1,000,000 + i``); each copy's first episode counts. ``first_episode`` evaluates
     episodes from that index on (``eval --video`` replays episode i alone).
     The agent is only read: no statistics of it change. Runs trained on the torch
     backend are evaluated on gymnasium's env of the same id (the reference

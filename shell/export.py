@@ -448,13 +448,12 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
         ExportError: the exporter failed, or the written file does not act as the policy does.
     """
     checkpoint, lanes, config, state = _load_lanes(target, format, env)
-    if group is None and len(lanes) > 1:
-        raise ConfigError(f"the run has a policy per group of agents {list(lanes)}: name one to export (group=...), "
-                          "or export each with export_lanes")
     if group not in lanes:
-        raise ConfigError(f"the run has a policy per group of agents {list(lanes)}: name one to export "
-                          f"(group=...), or export each with export_lanes; {group!r} is none of them"
-                          if len(lanes) > 1 else f"group={group!r}: the run has one policy; export it without a group")
+        if len(lanes) == 1:
+            raise ConfigError(f"group={group!r}: the run has one policy; export it without a group")
+        unknown = "" if group is None else f"; {group!r} is none of them"
+        raise ConfigError(f"the run has a policy per group of agents {list(lanes)}: name one to export (group=...), "
+                          f"or export each with export_lanes{unknown}")
     return _export_lane(lanes[group], group, checkpoint, config, state, format, out)
 
 

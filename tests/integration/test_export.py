@@ -9,6 +9,7 @@ action space's dtype.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -304,3 +305,23 @@ def test_a_recurrent_policy_exports_with_its_state_as_inputs_and_outputs(tmp_pat
             obs, _, terminated, truncated, _ = env.step(expected)
             start = terminated | truncated
         env.close()
+
+
+def test_export_names_the_group_to_pick(tmp_path):
+    """A run with a policy per group needs a group named (one line each); a run of one policy takes none."""
+    pytest.importorskip("pettingzoo")
+    from pathlib import Path
+
+    from shell.errors import ConfigError
+    from shell.export import export_policy
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "runs_32f030c"
+    tag = shutil.copytree(fixtures / "simple-tag", tmp_path / "tag")
+    with pytest.raises(ConfigError, match=r"\['adversary', 'agent'\]: name one to export") as info:
+        export_policy(tag, "pt2")
+    assert "none of them" not in str(info.value)
+    with pytest.raises(ConfigError, match="'nope' is none of them"):
+        export_policy(tag, "pt2", group="nope")
+    spread = shutil.copytree(fixtures / "simple-spread", tmp_path / "spread")
+    with pytest.raises(ConfigError, match="the run has one policy; export it without a group"):
+        export_policy(spread, "pt2", group="agent")

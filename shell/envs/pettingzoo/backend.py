@@ -85,13 +85,16 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
 
 
 def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: torch.device,
-           render_mode: str | None, policy: PolicyConfig | None, name: str) -> ParallelVecEnv:
+           render_mode: str | None, wrappers: list | None, policy: PolicyConfig | None, name: str) -> ParallelVecEnv:
     """The copies of ``factory()`` behind a :class:`ParallelVecEnv`: in this process (``sync``), or in worker
     processes (``async``), where one more copy in this process answers for the spaces.
 
     Raises:
-        ConfigError: the factory raised or made something that is not a Parallel-API env (one line).
+        ConfigError: the factory raised or made something that is not a Parallel-API env (one line); sub-env
+            ``wrappers`` (a PettingZoo env takes none).
     """
+    if wrappers:
+        raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
     copies = max(1, num_envs)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # MPE's pygame renders headless
     in_workers = cfg.vectorization_mode == "async" and copies > 1
@@ -124,15 +127,11 @@ def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str |
     Raises:
         ConfigError: see :class:`ParallelVecEnv` and :func:`_factory_from_id`; ``wrappers`` (none apply).
     """
-    if wrappers:
-        raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
-    return _build(_factory_from_id(cfg), cfg, num_envs, device, render_mode, policy, cfg.id)
+    return _build(_factory_from_id(cfg), cfg, num_envs, device, render_mode, wrappers, policy, cfg.id)
 
 
 def from_factory(factory: Callable[[], Any], cfg: EnvConfig, num_envs: int, device: torch.device,
                  render_mode: str | None = None, wrappers: list | None = None,
                  policy: PolicyConfig | None = None) -> ParallelVecEnv:
     """``num_envs`` copies of a user's ``factory()`` returning a ``pettingzoo.ParallelEnv``."""
-    if wrappers:
-        raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
-    return _build(factory, cfg, num_envs, device, render_mode, policy, source_name(factory))
+    return _build(factory, cfg, num_envs, device, render_mode, wrappers, policy, source_name(factory))
