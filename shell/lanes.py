@@ -109,6 +109,12 @@ class Lanes:
         return next(iter(self.lanes.values()))
 
     @property
+    def reported(self) -> list[str]:
+        """The lanes whose own metrics a run reports beside its mean (``metrics.<group>.csv``): every lane of a
+        run of several, none of a run of one (metrics.csv is then that lane's)."""
+        return list(self.lanes) if self.several else []
+
+    @property
     def several(self) -> bool:
         """More than one lane: the run writes a metrics file per lane."""
         return len(self.lanes) > 1

@@ -224,10 +224,9 @@ class Trainer:
         totals = Lanes.episode_totals(episodes)
         self.dist.all_reduce_sum(totals)
         lane_parts = []
-        if self.lanes.several:
-            for name in per_lane:
-                self.dist.all_reduce_sum(episodes[name])
-                lane_parts += [torch.stack([per_lane[name][k] for k in LANE_METRICS]), episodes[name]]
+        for name in self.lanes.reported:
+            self.dist.all_reduce_sum(episodes[name])
+            lane_parts += [torch.stack([per_lane[name][k] for k in LANE_METRICS]), episodes[name]]
         params_finite = torch.stack([p.isfinite().all() for p in self.agent.parameters()]).all()
         values = torch.cat((torch.stack(list(metrics.values())), totals, *lane_parts,
                             params_finite.float()[None])).tolist()
@@ -241,7 +240,7 @@ class Trainer:
         out.update(_episode_means(values[len(metrics):len(metrics) + 3]))
         lanes: dict[str, dict] = {}
         at = len(metrics) + 3
-        for name in per_lane if self.lanes.several else ():
+        for name in self.lanes.reported:
             lane_values = dict(zip(LANE_METRICS, values[at:at + len(LANE_METRICS)], strict=True))
             at += len(LANE_METRICS)
             lanes[name] = {**lane_values, **_episode_means(values[at:at + 3])}
@@ -261,8 +260,7 @@ class Trainer:
                 the message says where the last good checkpoint is.
         """
         cfg, main = self.config, self.dist.is_main
-        logs = _RunFiles(self.run_dir, self.update, list(self.lanes.lanes) if self.lanes.several else []) \
-            if main else None
+        logs = _RunFiles(self.run_dir, self.update, self.lanes.reported) if main else None
         progress = tqdm(total=self.num_updates * cfg.batch_size * self.dist.world_size, initial=self.env_steps,
                         unit="step", file=sys.stderr, dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id,
                         disable=not (main and self.progress))
