@@ -262,3 +262,15 @@ def test_a_turn_based_run_is_evaluated_seat_by_seat_against_random_legal_moves(t
     seat_0, seat_1 = sum(EARNED["seat_0"]), 1.0 + sum(EARNED["seat_1"])  # 1 before its first move is its too
     assert summary["eval_return_mean"] == pytest.approx((seat_0 + seat_1) / 2)
     assert "eval_return_per_agent" not in summary
+
+
+def test_a_classic_game_without_pygame_names_the_games_extra(monkeypatch):
+    import sys
+
+    for name in [m for m in sys.modules if m.startswith("pettingzoo.classic")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pygame", None)  # import pygame raises ModuleNotFoundError
+    cfg = config(**{"env.id": "pettingzoo.classic.connect_four_v3"})
+    with pytest.raises(ConfigError, match=r"needs pygame .*\[games\]") as info:
+        make_lanes(cfg.env, torch.device("cpu"), policy=cfg.policy)
+    assert "\n" not in str(info.value)

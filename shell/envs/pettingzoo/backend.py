@@ -68,8 +68,9 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
                               f"{install_hint('games')}") from None
         raise ConfigError(f"env.backend = 'pettingzoo': cannot import {module_name!r} ({type(exc).__name__}: "
                           f"{first_line(exc)}); env.id names an importable module with parallel_env(), e.g. "
-                          "'mpe2.simple_spread_v3', or 'module:function' for a function of it that makes a "
-                          "ParallelEnv (your own module: put its folder on PYTHONPATH)") from None
+                          "'mpe2.simple_spread_v3', or with env() for a turn-based game, e.g. "
+                          "'pettingzoo.classic.tictactoe_v3', or 'module:function' for a function of it that makes "
+                          "either (your own module: put its folder on PYTHONPATH)") from None
     if attr:
         make = getattr(module, attr, None)
         if make is None:
@@ -104,11 +105,10 @@ def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: t
     in_workers = cfg.vectorization_mode == "async" and copies > 1
     envs: list[Any] = []
     try:
-        first = make_copy(factory, render_mode)
-        if is_turn_based(first):
-            first, factory = TurnGame(first, cfg.max_episode_steps), _turns(factory, cfg.max_episode_steps)
-        envs.append(first)
-        check_parallel(first, name)
+        envs.append(make_copy(factory, render_mode))
+        if is_turn_based(envs[0]):  # an AEC env: every copy is played turn by turn
+            envs[0], factory = TurnGame(envs[0], cfg.max_episode_steps), _turns(factory, cfg.max_episode_steps)
+        check_parallel(envs[0], name)
         for _ in range(1, 1 if in_workers else copies):
             envs.append(make_copy(factory, render_mode))
     except ConfigError:
