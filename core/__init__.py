@@ -4,7 +4,7 @@ No modules, optimisers, environments, global state or I/O. Imports only
 ``torch`` and the standard library, so it can be used on its own.
 """
 
-from core.advantages import bootstrap_truncated, gae
+from core.advantages import bootstrap_truncated, gae, turn_gae
 from core.distributions import (
     categorical_sample,
     multi_discrete_entropy_coef,
@@ -87,6 +87,7 @@ __all__ = [
     "squashed_entropy",
     "squashed_log_prob",
     "tanh_log_abs_det_jacobian",
+    "turn_gae",
     "unsquash",
     "value_loss",
 ]

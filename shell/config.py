@@ -144,9 +144,11 @@ class EnvConfig:
                                      _one_of("sync", "async"))
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs), 'torch' (batched tensor envs), 'ale' (ale-py's "
                           "C++ AtariVectorEnv running the Atari chain; needs env.atari), 'envpool' (EnvPool's "
-                          "C++ thread pool; the envpool extra) or 'pettingzoo' (a Parallel-API multi-agent env: "
-                          "env.id names a module with parallel_env(), or 'module:function' for another function of "
-                          "it that makes one; the multiagent extra). Each backend checks its own keys (shell/envs/).")
+                          "C++ thread pool; the envpool extra) or 'pettingzoo' (a multi-agent env: env.id names a "
+                          "module with parallel_env(), or with env() alone for a turn-based (AEC) game, or "
+                          "'module:function' for another function of it that makes one; the multiagent extra, the "
+                          "games extra for PettingZoo's classic games). Each backend checks its own keys "
+                          "(shell/envs/).")
     kwargs: dict[str, Any] = _field(attrs.Factory(dict), "Keyword arguments for gymnasium.make of each sub-env "
                                     "(a TOML table, e.g. { continuous = true }); a string naming an existing file "
                                     "or folder relative to the config file's folder (to the current folder for "

@@ -25,11 +25,11 @@ from shell.envs.masks import require_mask
 from shell.errors import ConfigError
 from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
-from shell.seeding import eval_seeds
+from shell.seeding import eval_seeds, opponent_seed
 from shell.stop import StopRequest
 from shell.tracking import log_videos
 
-__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "EvalResult", "eval_checkpoint", "eval_env_config",
+__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "EvalResult", "RandomOpponent", "eval_checkpoint", "eval_env_config",
            "eval_episode_cap", "eval_fields", "evaluate"]
 
 DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000
@@ -47,6 +47,8 @@ class EvalResult(NamedTuple):
             number of agents that took part); None for single-agent envs.
         returns_per_group: multi-agent envs with several groups of agents: each episode's return summed
             over each group's agents; None otherwise.
+        returns_per_seat: turn-based games against a uniform-random opponent (see :func:`evaluate`): the policy's
+            score in each episode, by the seat it played; None otherwise.
     """
 
     returns: list[float]
@@ -55,6 +57,46 @@ class EvalResult(NamedTuple):
     returns_per_agent: list[float] | None = None
     returns_per_group: dict[str, list[float]] | None = None
     render_fps: int | None = None  # the env's frame rate (its metadata's render_fps), for videos
+    returns_per_seat: dict[str, list[float]] | None = None
+
+
+class RandomOpponent:
+    """A turn-based game's evaluation opponent: copy i's policy plays seat ``i % S`` (the S seats in lane order, so
+    the copies cover the seats in turn), and every other seat moves uniformly at random among its legal moves.
+
+    Args:
+        specs: the env's lanes (each :class:`shell.envs.base.LaneSpec` with its ``agents``).
+        copies: the env's copies E.
+        seed: the seed of the opponent's moves.
+        device: where the actions are.
+    """
+
+    def __init__(self, specs: dict, copies: int, seed: int, device: torch.device):
+        self.seats = [agent for spec in specs.values() for agent in spec.agents]
+        #: the seat the policy plays in each copy
+        self.policy_seat = [self.seats[i % len(self.seats)] for i in range(copies)]
+        #: per lane, ``[N]`` bool: the rows the policy plays (copy-major rows, a seat per row)
+        self.policy_rows = {g: torch.tensor([agent == self.policy_seat[i] for i in range(copies)
+                                             for agent in spec.agents], device=device) for g, spec in specs.items()}
+        self.moves = {g: int(spec.action_space.n) for g, spec in specs.items()}
+        self.generator = torch.Generator(device).manual_seed(seed)
+
+    @staticmethod
+    def serves(specs: dict) -> bool:
+        """A turn-based game whose seats all take Discrete actions (a uniform legal move is defined)."""
+        return all(spec.turns and isinstance(spec.action_space, gym.spaces.Discrete) for spec in specs.values())
+
+    def actions(self, lane: Any, policy_actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``[N]`` the policy's actions in its rows, a uniform legal move (under ``mask [N, A]``) elsewhere."""
+        legal = mask.float() if mask is not None else torch.ones(len(policy_actions), self.moves[lane],
+                                                                 device=policy_actions.device)
+        random = torch.multinomial(legal, 1, generator=self.generator).squeeze(1)
+        return torch.where(self.policy_rows[lane], policy_actions, random.to(policy_actions.dtype))
+
+    def score(self, lane: Any, reward: torch.Tensor, copies: int) -> np.ndarray:
+        """``[E]`` the reward of the policy's seat in each copy (0 where the lane holds another seat)."""
+        mine = torch.where(self.policy_rows[lane], reward, 0.0)
+        return mine.cpu().numpy().reshape(copies, -1).sum(axis=1)
 
 
 def eval_episode_cap(env_cfg: EnvConfig, run_cap: int | None, registered: int | None) -> int:
@@ -93,7 +135,12 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
 
     An episode's return is the sum over its agents of each agent's return (one agent in a single-agent
     env); for a multi-agent env ``returns_per_agent`` divides it by the number of agents that took part,
-    and with several groups ``returns_per_group`` keeps each group's sum. A copy's episode ends when the
+    and with several groups ``returns_per_group`` keeps each group's sum. A turn-based game with Discrete
+    actions is played against a uniform-random legal opponent (:class:`RandomOpponent`): the policy plays
+    seat ``i % S`` of copy i and the other seats move at random, an episode's return is the policy's own
+    score (+1 win, 0 draw, -1 loss in the classic games: the game's own rewards), and ``returns_per_seat``
+    keeps the scores by the seat the policy played (self-play's sum over the seats is 0 in a zero-sum game
+    and says nothing). A copy's episode ends when the
     env says so (the last agent of a multi-agent copy is done). An episode still running after
     ``max_episode_steps`` steps (see :func:`eval_episode_cap` for the default) ends there and counts as
     truncated, so an env that never ends its episodes cannot keep the evaluation running forever.
@@ -116,6 +163,8 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     specs = env.lanes
     E = env.copies
     several_agents = any(spec.agents is not None for spec in specs.values())
+    opponent = RandomOpponent(specs, E, opponent_seed(seed, seed_scheme), device) \
+        if RandomOpponent.serves(specs) else None
     returns: list[float | None] = [None] * E
     per_agent: list[float | None] = [None] * E
     per_group: dict[Any, list[float | None]] = {g: [None] * E for g in specs}
@@ -142,13 +191,15 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                     require_mask(policies[g], mask, f"the evaluation env {env_cfg.id!r}", error=ConfigError)
                     actions[g], states[g] = policies[g].act_step(rows[g].obs, states[g], starts[g], deterministic=True,
                                                                  action_mask=mask)
+                    if opponent is not None:
+                        actions[g] = opponent.actions(g, actions[g], mask)
                 results = env.step(actions)
                 if on_step is not None:
                     on_step()
                 for g, spec in specs.items():
                     reward = results[g].reward.cpu().numpy().reshape(E, spec.rows_per_copy).sum(axis=1)
                     group_return[g] += reward
-                    ep_return += reward
+                    ep_return += reward if opponent is None else opponent.score(g, results[g].reward, E)
                 ep_length += 1
                 ended = results[first].ended.cpu().numpy()
                 by_cap = ep_length >= cap
@@ -177,8 +228,11 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                           f"run: {install_hint('video')}") from None
     finally:
         env.close()
-    return EvalResult(returns, truncated, cap, per_agent if several_agents else None,
-                      per_group if len(specs) > 1 else None, env.render_fps)
+    per_seat = None if opponent is None else {
+        seat: [r for r, played in zip(returns, opponent.policy_seat, strict=True) if played == seat]
+        for seat in opponent.seats}
+    return EvalResult(returns, truncated, cap, per_agent if several_agents and opponent is None else None,
+                      per_group if len(specs) > 1 else None, env.render_fps, per_seat)
 
 
 def _lane_policies(agent: torch.nn.Module, specs: dict) -> dict:
@@ -292,4 +346,14 @@ def eval_fields(outcome: EvalResult) -> dict[str, Any]:
             "eval_return_per_agent": statistics.fmean(outcome.returns_per_agent) if returns else None}),
         **({} if outcome.returns_per_group is None else {
             "eval_return_per_group": {g: statistics.fmean(r) for g, r in outcome.returns_per_group.items()}}),
+        **({} if outcome.returns_per_seat is None else {
+            "eval_vs_random": {seat: _outcomes(scores) for seat, scores in outcome.returns_per_seat.items()}}),
     }
+
+
+def _outcomes(scores: list[float]) -> dict[str, Any]:
+    """A seat's games as win, draw and loss rates (by the sign of the policy's score) and their count."""
+    n = len(scores)
+    rate = (lambda k: k / n) if n else (lambda k: None)
+    return {"win": rate(sum(s > 0 for s in scores)), "draw": rate(sum(s == 0 for s in scores)),
+            "loss": rate(sum(s < 0 for s in scores)), "games": n}

@@ -45,10 +45,12 @@ class Lane:
         ppo: its PPO update (and optimiser).
         storage: its ``[T, N]`` rollout storage.
         rollout: its part of the rollout.
+
+    ``turns`` (the lane's :attr:`shell.envs.base.LaneSpec.turns`): its rows are seats of a turn-based game.
     """
 
     def __init__(self, name: str | None, agent: ActorCritic, rows: int, config: Config, device: torch.device,
-                 generator: torch.Generator, dist: Dist):
+                 generator: torch.Generator, dist: Dist, turns: bool = False):
         self.name, self.agent = name, agent
         self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
                                           config.env.reward_clip).to(device)
@@ -61,7 +63,7 @@ class Lane:
         # one storage row per env row: a multi-agent env's copies times the lane's agents
         self.storage = RolloutStorage(config.ppo.num_steps, rows, agent.layout, agent.actor.raw_action_shape,
                                       agent.actor.raw_action_dtype, device,
-                                      state_size=0 if state is None else state.shape[1])
+                                      state_size=0 if state is None else state.shape[1], turns=turns)
         self.rollout = LaneRollout(agent, self.storage, self.reward_scaler, config, generator, dist)
 
 
@@ -88,8 +90,8 @@ class Lanes:
             torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
             agents = {name: agent_for_spaces(spec.observation_space, spec.action_space, config)
                       for name, spec in specs.items()}
-        self.lanes = {name: Lane(name, agents[name].to(device), spec.num_envs, config, device, generator, dist)
-                      for name, spec in specs.items()}
+        self.lanes = {name: Lane(name, agents[name].to(device), spec.num_envs, config, device, generator, dist,
+                                 spec.turns) for name, spec in specs.items()}
         #: the run's policy as checkpoints store it (one ActorCritic, or an AgentGroups by group)
         self.agent = lanes_policy({name: lane.agent for name, lane in self.lanes.items()})
         self.collector = Collector(env, {name: lane.rollout for name, lane in self.lanes.items()},

@@ -16,7 +16,7 @@ from shell.config import Config
 from shell.distributed import Dist
 from shell.envs.base import LaneEnv, Rows, StepResult
 from shell.normalization import RewardScaler
-from shell.observations import Obs, map_obs
+from shell.observations import map_obs
 from shell.policies import ActorCritic
 from shell.storage import RolloutStorage, Transition
 
@@ -94,14 +94,16 @@ class LaneRollout:
             self.episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
                                           torch.where(ended, step.episode_length, 0).sum())).to(self.episodes.dtype)
 
-    def finish(self, obs: Obs) -> torch.Tensor:
-        """After the last step: log-probs and values where needed, then the advantages from the value of ``obs``.
+    def finish(self, rows: Rows) -> torch.Tensor:
+        """After the last step: log-probs and values where needed, then the advantages from the value of
+        ``rows.obs`` (the rows to act on next; ``rows.valid`` says which act on it, for a turn-based lane).
         Returns the lane's ``[3]`` episode totals (count, sum of raw returns, sum of lengths)."""
         agent = self.agent
         if not agent.values_in_rollout_step:
             self._log_probs_and_values()
-        last_value = agent.rollout_value(agent.obs_normalizer.normalize(obs), self.rnn_state, self.episode_start)
-        self.storage.compute_advantages(last_value, self.config.ppo.gamma, self.config.ppo.gae_lambda)
+        last_value = agent.rollout_value(agent.obs_normalizer.normalize(rows.obs), self.rnn_state,
+                                         self.episode_start)
+        self.storage.compute_advantages(last_value, self.config.ppo.gamma, self.config.ppo.gae_lambda, rows.valid)
         return self.episodes
 
     def commit(self) -> None:
@@ -171,7 +173,7 @@ class Collector:
                     step = results[name]
                     lane.record(step)
                     rows[name] = Rows(step.obs, step.valid, step.action_mask)
-            episodes = {name: lane.finish(rows[name].obs) for name, lane in lanes.items()}
+            episodes = {name: lane.finish(rows[name]) for name, lane in lanes.items()}
         for lane in lanes.values():
             lane.commit()
         return rows, episodes

@@ -24,7 +24,7 @@ SCHEMES = ("spawn", "offset")
 EVAL_SEED_OFFSET = 1_000_000  # "offset": evaluation episode i is seeded seed + EVAL_SEED_OFFSET + i
 
 # what a spawned stream is for: the first entry of its SeedSequence spawn key
-_TRAIN, _EVAL, _SAMPLING = 0, 1, 2
+_TRAIN, _EVAL, _SAMPLING, _OPPONENT = 0, 1, 2, 3
 
 ResetSeed = int | list[int]
 
@@ -73,6 +73,19 @@ def sampling_seed(seed: int, scheme: str, rank: int = 0) -> int:
         return seed + rank
     _check(scheme)
     return _child(seed, _SAMPLING, rank)
+
+
+def opponent_seed(seed: int, scheme: str) -> int:
+    """The seed of an evaluation opponent's moves (a turn-based game's random player): the same in every
+    evaluation of a run.
+
+    Raises:
+        ValueError: an unknown scheme.
+    """
+    if scheme == "offset":
+        return seed + 2 * EVAL_SEED_OFFSET
+    _check(scheme)
+    return _child(seed, _OPPONENT)
 
 
 def per_copy(seed: ResetSeed | None, copies: int) -> list[int | None]:

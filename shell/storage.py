@@ -51,12 +51,17 @@ class RolloutStorage:
     action, its ``log_probs``, ``values``, ``rewards`` (with any truncation bootstrap already
     folded in), ``dones`` and ``valid``. Rows that are not valid never enter a minibatch or a
     loss; for a source without them, selecting the valid rows changes no bit of any result.
+
+    With ``turns`` (a turn-based game's lane, where a row acts only at its seat's turns) the advantages
+    are :func:`core.turn_gae`'s: a row's transition lasts until its next valid step, and the rewards and
+    dones of the steps in between are its own. A last transition whose next turn lies beyond the rollout
+    has no target yet and leaves ``valid``.
     """
 
     def __init__(self, num_steps: int, num_envs: int, layout: ObsLayout | int, action_shape: tuple[int, ...],
-                 action_dtype: torch.dtype, device: torch.device, state_size: int = 0):
+                 action_dtype: torch.dtype, device: torch.device, state_size: int = 0, turns: bool = False):
         T, N = num_steps, num_envs
-        self.num_steps, self.num_envs = T, N
+        self.num_steps, self.num_envs, self.turns = T, N, turns
         if isinstance(layout, int):  # a flat observation of that size
             self.obs: Obs = torch.zeros((T, N, layout), device=device)
         else:  # each part in its own dtype: uint8 images stay uint8, [T, N, C, H, W] or [T, N, H, W, C]
@@ -119,11 +124,30 @@ class RolloutStorage:
         self.log_probs.copy_(log_probs.view_as(self.log_probs))
         self.values.copy_(values.view_as(self.values))
 
-    def compute_advantages(self, last_value: torch.Tensor, gamma: float, gae_lambda: float) -> None:
-        """Fill ``advantages`` with core.gae and ``returns = advantages + values``."""
+    def compute_advantages(self, last_value: torch.Tensor, gamma: float, gae_lambda: float,
+                           last_valid: torch.Tensor | None = None) -> None:
+        """Fill ``advantages`` with core.gae (core.turn_gae with ``turns``) and ``returns = advantages + values``.
+
+        Args:
+            last_value: ``[N]`` V of the observation after the last step.
+            gamma: the discount.
+            gae_lambda: GAE's lambda.
+            last_valid: ``[N]`` bool, the rows that act on that observation (with ``turns``; None = all).
+
+        Raises:
+            RuntimeError: the rollout is not full.
+        """
         if self.step != self.num_steps:
             raise RuntimeError(f"compute_advantages on a partial rollout ({self.step}/{self.num_steps} steps)")
-        self.advantages.copy_(core.gae(self.rewards, self.values, self.dones, last_value, gamma, gae_lambda))
+        if self.turns:
+            if last_valid is None:
+                last_valid = torch.ones_like(self.valid[0])
+            advantages, complete = core.turn_gae(self.rewards, self.values, self.dones, self.valid, last_value,
+                                                 last_valid, gamma, gae_lambda)
+            self.advantages.copy_(advantages)
+            self.valid &= complete  # a move whose outcome the rollout has not seen yet enters no update
+        else:
+            self.advantages.copy_(core.gae(self.rewards, self.values, self.dones, last_value, gamma, gae_lambda))
         torch.add(self.advantages, self.values, out=self.returns)
 
     def valid_values_and_returns(self) -> tuple[torch.Tensor, torch.Tensor]:

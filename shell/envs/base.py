@@ -93,6 +93,8 @@ class LaneSpec(NamedTuple):
         num_envs: the lane's rows ``N`` (copies times the lane's agents per copy).
         rows_per_copy: the lane's rows in each copy of the env, copy-major (1 for a single-agent env).
         agents: the lane's agents in row order within a copy (None for a single-agent env).
+        turns: the rows are seats of a turn-based game: a row acts (is ``valid``) only at its seat's turn, and
+            what it receives while it waits belongs to its last move (DESIGN.md, "Turns"; :func:`core.turn_gae`).
     """
 
     observation_space: spaces.Space
@@ -100,6 +102,7 @@ class LaneSpec(NamedTuple):
     num_envs: int
     rows_per_copy: int = 1
     agents: list[str] | None = None
+    turns: bool = False
 
 
 class LaneEnv(Protocol):

@@ -246,7 +246,7 @@ def test_load_policy_maps_an_agent_dict_to_an_action_dict(tmp_path):
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"env.groups": {"a": ["runner_0", "runner_1"]}}, "env.groups leave out ['runner_2']"),
     ({"env.groups": {"a": ["runner_0", "nobody"]}}, "names 'nobody'"),
-    ({"env.id": "pettingzoo.classic.tictactoe_v3"}, "AEC"),
+    ({"env.id": "json"}, "neither parallel_env\\(\\) nor env\\(\\)"),
     ({"env.wrappers": [{"class": "gymnasium.wrappers:ClipReward"}]}, "env.wrappers need env.backend"),
 ])
 def test_bad_multiagent_input_is_one_line(tmp_path, overrides, message):

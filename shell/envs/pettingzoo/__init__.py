@@ -1,4 +1,5 @@
-"""The PettingZoo backend: N copies of a Parallel-API multi-agent env as rows of one batch.
+"""The PettingZoo backend: N copies of a Parallel-API multi-agent env, or of a turn-based (AEC) game, as rows of
+one batch.
 
 ``env.backend = "pettingzoo"`` and ``env.id`` names a module with a ``parallel_env(**kwargs)``
 function (``"mpe2.simple_spread_v3"``); ``env.kwargs`` are passed to it. From Python, a factory
@@ -27,6 +28,17 @@ What each row observes (``policy.agent_id``, ``policy.critic``):
   agent's one-hot index, since each agent's value differs (its own rewards). These need flat Box
   observations.
 
+Turn-based games. A module with ``env()`` and no ``parallel_env()`` (PettingZoo's classic games:
+``"pettingzoo.classic.tictactoe_v3"``), or a factory that makes an AEC env, is played turn by turn
+(DESIGN.md, "Turns"): each copy is a :class:`shell.envs.pettingzoo.turns.TurnGame`, one move per joint step.
+Only the seat to move has a valid row (the actions of the others are never sent); a seat's reward is what it
+collected since its own last move (PettingZoo's ``last()``), paid at the step after which it is to move again;
+the end of a game gives every seat its final transition (terminated, or truncated by ``env.max_episode_steps``
+moves), also the seats that did not move last. In storage these rewards and dones sit at the steps where the
+seat waited; the lane is a turn-based one (:attr:`shell.envs.base.LaneSpec.turns`), and :func:`core.turn_gae`
+gives them to the seat's last move (the loser of connect four learns from the move that lost). Seats with the
+same spaces form one group by default: one policy plays every seat (self-play).
+
 Action masks per agent: a Dict observation key ``"action_mask"`` (PettingZoo's classic games) or
 ``info[agent]["action_mask"]``, by ``env.action_mask`` (``"auto"``, ``"obs"``, ``"info"``, ``"none"``).
 
@@ -41,7 +53,8 @@ import-linter contract ``pettingzoo-layers``):
 - :mod:`shell.envs.pettingzoo.vector`: ``ParallelVecEnv``, the lane env;
 - :mod:`shell.envs.pettingzoo.rows`: ``GroupRows``, one group's agents in the N copies as rows;
 - :mod:`shell.envs.pettingzoo.copies`: the N copies, stepped in this process or in worker processes;
-- :mod:`shell.envs.pettingzoo.groups`: the agents' groups.
+- :mod:`shell.envs.pettingzoo.groups`: the agents' groups;
+- :mod:`shell.envs.pettingzoo.turns`: ``TurnGame``, an AEC game as the copies step it.
 """
 
 from shell.envs.pettingzoo.backend import check_config, eval_config, from_factory, make

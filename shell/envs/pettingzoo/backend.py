@@ -1,6 +1,7 @@
 """The PettingZoo backend's functions as the registry calls them (:mod:`shell.envs.registry`): check a config,
 name the env its runs are evaluated on, and build a :class:`shell.envs.pettingzoo.vector.ParallelVecEnv` from
-``env.id`` or from a user's factory.
+``env.id`` or from a user's factory. A factory that makes an AEC env gives a turn-based game: each copy is a
+:class:`shell.envs.pettingzoo.turns.TurnGame`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import torch
 
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs.base import source_name
-from shell.envs.pettingzoo.copies import AsyncCopies, SyncCopies
+from shell.envs.pettingzoo.copies import AsyncCopies, SyncCopies, make_copy
 from shell.envs.pettingzoo.groups import check_parallel
+from shell.envs.pettingzoo.turns import TurnGame, is_turn_based
 from shell.envs.pettingzoo.vector import ParallelVecEnv
 from shell.errors import ConfigError, first_line
 from shell.installation import install_hint
@@ -42,14 +44,14 @@ def eval_config(cfg: EnvConfig) -> EnvConfig:
 
 
 def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
-    """``env.id`` -> a function making one parallel env with ``env.kwargs``: ``"module"`` names a module
-    with ``parallel_env``; ``"module:name"`` names the function (or class) ``name`` in ``module`` that
-    makes a ParallelEnv, used instead of ``parallel_env``.
+    """``env.id`` -> a function making one env with ``env.kwargs``: ``"module"`` names a module with
+    ``parallel_env`` (a parallel env), else with ``env`` (a turn-based AEC game, PettingZoo's classic
+    games); ``"module:name"`` names the function (or class) ``name`` in ``module`` that makes either.
 
     Raises:
         ConfigError: the module cannot be imported (naming the multiagent extra for mpe2 and
-            pettingzoo), it has no ``name`` (naming both) or ``name`` is not callable, or it has no
-            ``parallel_env`` (an AEC-only env: naming ``aec_to_parallel``).
+            pettingzoo, the games extra for pygame), it has no ``name`` (naming both) or ``name`` is
+            not callable, or it has neither ``parallel_env`` nor ``env``.
     """
     module_name, colon, attr = cfg.id.partition(":")
     if colon and not attr:
@@ -61,25 +63,27 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
         top = module_name.split(".")[0]
         if isinstance(exc, ModuleNotFoundError) and exc.name == top and top in ("mpe2", "pettingzoo"):
             raise ConfigError(f"env {cfg.id!r} needs the {top} package; run: {install_hint('multiagent')}") from None
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "pygame" and top == "pettingzoo":
+            raise ConfigError(f"env {cfg.id!r} needs pygame (PettingZoo's classic games import it); run: "
+                              f"{install_hint('games')}") from None
         raise ConfigError(f"env.backend = 'pettingzoo': cannot import {module_name!r} ({type(exc).__name__}: "
                           f"{first_line(exc)}); env.id names an importable module with parallel_env(), e.g. "
-                          "'mpe2.simple_spread_v3', or 'module:function' for a function of it that makes a "
-                          "ParallelEnv (your own module: put its folder on PYTHONPATH)") from None
+                          "'mpe2.simple_spread_v3', or with env() for a turn-based game, e.g. "
+                          "'pettingzoo.classic.tictactoe_v3', or 'module:function' for a function of it that makes "
+                          "either (your own module: put its folder on PYTHONPATH)") from None
     if attr:
         make = getattr(module, attr, None)
         if make is None:
             raise ConfigError(f"env {cfg.id!r}: module {module_name!r} has no {attr!r}; after ':' env.id names "
-                              "a function of the module that makes a ParallelEnv")
+                              "a function of the module that makes a ParallelEnv or an AEC env")
         if not callable(make):
             raise ConfigError(f"env {cfg.id!r}: {module_name}.{attr} is a {type(make).__name__}, not a function "
-                              "that makes a ParallelEnv")
+                              "that makes a ParallelEnv or an AEC env")
     else:
-        make = getattr(module, "parallel_env", None)
-    if make is None:
-        aec = "; it has an AEC env: wrap it with pettingzoo.utils.conversions.aec_to_parallel and pass the " \
-              "factory from Python" if hasattr(module, "env") else ""
-        raise ConfigError(f"env {cfg.id!r} has no parallel_env(): env.backend = 'pettingzoo' needs PettingZoo's "
-                          f"Parallel API{aec}")
+        make = getattr(module, "parallel_env", None) or getattr(module, "env", None)
+    if not callable(make):
+        raise ConfigError(f"env {cfg.id!r} has neither parallel_env() nor env(): env.backend = 'pettingzoo' needs "
+                          "a module of PettingZoo's Parallel API (parallel_env) or AEC API (env, a turn-based game)")
     kwargs = dict(cfg.kwargs)
     return lambda render_mode=None: make(**kwargs, **({"render_mode": render_mode} if render_mode else {}))
 
@@ -87,11 +91,12 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
 def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: torch.device,
            render_mode: str | None, wrappers: list | None, policy: PolicyConfig | None, name: str) -> ParallelVecEnv:
     """The copies of ``factory()`` behind a :class:`ParallelVecEnv`: in this process (``sync``), or in worker
-    processes (``async``), where one more copy in this process answers for the spaces.
+    processes (``async``), where one more copy in this process answers for the spaces. A factory that makes an
+    AEC env makes turn-based copies (:class:`TurnGame`, truncated after ``env.max_episode_steps`` moves).
 
     Raises:
-        ConfigError: the factory raised or made something that is not a Parallel-API env (one line); sub-env
-            ``wrappers`` (a PettingZoo env takes none).
+        ConfigError: the factory raised or made something that is neither a Parallel-API nor an AEC env (one
+            line); sub-env ``wrappers`` (a PettingZoo env takes none).
     """
     if wrappers:
         raise ConfigError("wrappers need env.backend = 'gymnasium'; a PettingZoo env takes none")
@@ -100,10 +105,12 @@ def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: t
     in_workers = cfg.vectorization_mode == "async" and copies > 1
     envs: list[Any] = []
     try:
-        for _ in range(1 if in_workers else copies):
-            envs.append(factory(render_mode=render_mode) if render_mode else factory())
-            if len(envs) == 1:
-                check_parallel(envs[0], name)
+        envs.append(make_copy(factory, render_mode))
+        if is_turn_based(envs[0]):  # an AEC env: every copy is played turn by turn
+            envs[0], factory = TurnGame(envs[0], cfg.max_episode_steps), _turns(factory, cfg.max_episode_steps)
+        check_parallel(envs[0], name)
+        for _ in range(1, 1 if in_workers else copies):
+            envs.append(make_copy(factory, render_mode))
     except ConfigError:
         SyncCopies(envs, False).close()
         raise
@@ -120,9 +127,18 @@ def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: t
                           name)
 
 
+def _turns(factory: Callable[..., Any], max_moves: int | None) -> Callable[..., TurnGame]:
+    """A factory of AEC envs as a factory of :class:`TurnGame` copies."""
+    def game(render_mode: str | None = None) -> TurnGame:
+        return TurnGame(make_copy(factory, render_mode), max_moves)
+
+    return game
+
+
 def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str | None = None,
          wrappers: list | None = None, policy: PolicyConfig | None = None) -> ParallelVecEnv:
-    """``num_envs`` copies of ``parallel_env(**env.kwargs)`` from the module ``env.id``.
+    """``num_envs`` copies of ``parallel_env(**env.kwargs)`` (or of the turn-based ``env(**env.kwargs)``) from the
+    module ``env.id``.
 
     Raises:
         ConfigError: see :class:`ParallelVecEnv` and :func:`_factory_from_id`; ``wrappers`` (none apply).
@@ -133,5 +149,6 @@ def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str |
 def from_factory(factory: Callable[[], Any], cfg: EnvConfig, num_envs: int, device: torch.device,
                  render_mode: str | None = None, wrappers: list | None = None,
                  policy: PolicyConfig | None = None) -> ParallelVecEnv:
-    """``num_envs`` copies of a user's ``factory()`` returning a ``pettingzoo.ParallelEnv``."""
+    """``num_envs`` copies of a user's ``factory()`` returning a ``pettingzoo.ParallelEnv`` or a turn-based
+    ``pettingzoo.AECEnv``."""
     return _build(factory, cfg, num_envs, device, render_mode, wrappers, policy, source_name(factory))

@@ -2,9 +2,10 @@
 (``env.vectorization_mode = "sync"``) or :class:`AsyncCopies` over worker processes (``"async"``,
 :class:`shell.workers.WorkerPool`).
 
-Both answer a joint step with each copy's ``(obs, rewards, terms, truncs, infos, agents after, state)`` and a
-reset with each named copy's ``(obs, infos, agents, state)``: PettingZoo's dicts as the env returns them, the
-agents still there, and the env's global ``state()`` when the critic needs it (else None).
+Both answer a joint step with each copy's ``(obs, rewards, terms, truncs, infos, agents after, state, mover)`` and
+a reset with each named copy's ``(obs, infos, agents, state, mover)``: PettingZoo's dicts as the env returns them,
+the agents still there, the env's global ``state()`` when the critic needs it (else None), and the seat to move
+next in a turn-based game (:class:`shell.envs.pettingzoo.turns.TurnGame`; None for a parallel env).
 """
 
 from __future__ import annotations
@@ -15,18 +16,28 @@ from typing import Any
 
 import numpy as np
 
+from shell.envs.pettingzoo.turns import TurnGame
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.workers import WorkerPool
 
 
 def _step_copy(env: Any, joint: dict, with_state: bool) -> tuple:
     obs, rewards, terms, truncs, infos = env.step(joint)
-    return obs, rewards, terms, truncs, infos, list(env.agents), _state(env) if with_state else None
+    return obs, rewards, terms, truncs, infos, list(env.agents), _state(env) if with_state else None, _mover(env)
 
 
 def _reset_one(env: Any, seed: int | None, with_state: bool) -> tuple:
     obs, infos = env.reset(seed=seed)
-    return obs, infos, list(env.agents), _state(env) if with_state else None
+    return obs, infos, list(env.agents), _state(env) if with_state else None, _mover(env)
+
+
+def _mover(env: Any) -> str | None:
+    return env.mover if isinstance(env, TurnGame) else None
+
+
+def make_copy(factory: Callable[..., Any], render_mode: str | None) -> Any:
+    """One copy from a factory: ``factory(render_mode=...)`` where a render mode is asked, else ``factory()``."""
+    return factory(render_mode=render_mode) if render_mode else factory()
 
 
 def _state(env: Any) -> np.ndarray:
@@ -40,11 +51,11 @@ class SyncCopies:
         self.envs, self.with_state = envs, with_state
 
     def step(self, joints: list[dict]) -> list[tuple]:
-        """Each copy's ``(obs, rewards, terms, truncs, infos, agents after, state)`` for its joint action."""
+        """Each copy's ``(obs, rewards, terms, truncs, infos, agents after, state, mover)`` for its joint action."""
         return [_step_copy(env, joint, self.with_state) for env, joint in zip(self.envs, joints, strict=True)]
 
     def reset(self, seeds: dict[int, int | None]) -> dict[int, tuple]:
-        """Reset the copies named: ``{i: (obs, infos, agents, state)}``."""
+        """Reset the copies named: ``{i: (obs, infos, agents, state, mover)}``."""
         return {i: _reset_one(self.envs[i], seed, self.with_state) for i, seed in seeds.items()}
 
     def render(self) -> Any:
@@ -64,7 +75,7 @@ def _share(factory: Callable[..., Any], count: int, render_mode: str | None, wit
     share = SyncCopies([], with_state)
     try:
         for _ in range(count):
-            share.envs.append(factory(render_mode=render_mode) if render_mode else factory())
+            share.envs.append(make_copy(factory, render_mode))
     except BaseException:
         share.close()
         raise
@@ -96,7 +107,7 @@ class AsyncCopies:
         try:
             for _ in range(sizes[0]):
                 try:
-                    self.local.envs.append(factory(render_mode=render_mode) if render_mode else factory())
+                    self.local.envs.append(make_copy(factory, render_mode))
                 except Exception as exc:
                     raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {first_line(exc)}") from None
             for w in range(len(self.pool)):

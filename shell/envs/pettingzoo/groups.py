@@ -15,11 +15,12 @@ from shell.errors import ConfigError
 
 
 def check_parallel(env: Any, name: str) -> None:
-    """Refuse what is not a Parallel-API env (an AEC env gets PettingZoo's converter named)."""
+    """Refuse what is not a Parallel-API env (the backend wraps an AEC env in a
+    :class:`shell.envs.pettingzoo.turns.TurnGame` before it gets here)."""
     if hasattr(env, "agent_iter") or hasattr(env, "agent_selection"):
-        raise ConfigError(f"env {name!r} is an AEC (turn-based) env; env.backend = 'pettingzoo' needs the Parallel "
-                          "API: pettingzoo.utils.conversions.aec_to_parallel(env) converts one whose agents act "
-                          "together")
+        raise ConfigError(f"env {name!r} is an AEC (turn-based) env that reached the parallel path unwrapped; "
+                          "make it through env.backend = 'pettingzoo' (env.id or a factory), which plays it turn "
+                          "by turn")
     if not (hasattr(env, "possible_agents") and callable(getattr(env, "step", None))):
         raise ConfigError(f"env {name!r} is a {type(env).__name__}, not a PettingZoo ParallelEnv "
                           "(possible_agents, reset, step)")

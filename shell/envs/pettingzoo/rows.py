@@ -56,6 +56,8 @@ class GroupRows:
         # per row: alive (acts on the last returned observation), its last raw observation (None while it is not
         # alive: a gone agent observes zeros, and is zeros in a concat critic's input), its mask
         self._alive = np.zeros(self.num_envs, dtype=bool)
+        # per row: its seat is to move (a turn-based game, copy_turn); always true in a parallel env
+        self._turn = np.ones(self.num_envs, dtype=bool)
         self._obs: list[Any] = [None] * self.num_envs
         self._mask_rows = np.ones((self.num_envs, self._mask_size or 0), dtype=bool)
         self._mask: torch.Tensor | None = None
@@ -92,8 +94,12 @@ class GroupRows:
     # -- the interface
     @property
     def valid(self) -> torch.Tensor:
-        """``[N*M]`` bool: the rows whose agent acts on the last returned observation."""
-        return torch.as_tensor(self._alive.copy(), device=self.device)
+        """``[N*M]`` bool: the rows whose agent acts on the last returned observation (in a turn-based game:
+        the seat to move; the others are in the game and receive rewards and dones, but do not act)."""
+        return torch.as_tensor(self._acting(), device=self.device)
+
+    def _acting(self) -> np.ndarray:
+        return self._alive & self._turn
 
     @property
     def action_mask(self) -> torch.Tensor | None:
@@ -101,30 +107,42 @@ class GroupRows:
         return self._mask
 
     # -- the parent's hooks, per copy i
-    def copy_reset(self, i: int, obs: dict, infos: dict, present: set[str], at_reset: bool) -> None:
+    def copy_reset(self, i: int, obs: dict, infos: dict, present: set[str], at_reset: bool,
+                   mover: str | None = None) -> None:
+        """Copy i was reset; ``mover`` is the seat to move first in a turn-based game (None: a parallel env)."""
         self._return[i] = 0.0
         for j, agent in enumerate(self.agents):
             r = i * self.rows_per_env + j
             self._alive[r] = agent in present and agent in obs
             self._obs[r] = obs[agent] if self._alive[r] else None
+        self.copy_turn(i, mover)
         self.read_masks(i, obs, infos, at_reset)
 
-    def copy_actions(self, i: int) -> dict[str, Any]:
-        """The actions of copy i's living agents of this group (those of gone agents are never sent)."""
+    def copy_turn(self, i: int, mover: str | None) -> None:
+        """Whose turn it is in copy i: only ``mover``'s row acts (None: every agent there, a parallel env)."""
         M = self.rows_per_env
-        return {agent: self._action[i * M + j] for j, agent in enumerate(self.agents) if self._alive[i * M + j]}
+        self._turn[i * M:(i + 1) * M] = [mover is None or agent == mover for agent in self.agents]
+
+    def copy_actions(self, i: int) -> dict[str, Any]:
+        """The actions of copy i's acting agents of this group (those of gone agents, and of seats whose turn it
+        is not, are never sent)."""
+        M = self.rows_per_env
+        acting = self._acting()
+        return {agent: self._action[i * M + j] for j, agent in enumerate(self.agents) if acting[i * M + j]}
 
     def read_masks(self, i: int, obs: dict, infos: dict, at_reset: bool) -> None:
-        """Keep copy i's masks (all true for rows that are not valid: their action is ignored)."""
+        """Keep copy i's masks (all true for rows that are not valid, a gone agent or a seat whose turn it is not:
+        their action is ignored, and a classic game's all-false mask of a waiting seat is never read)."""
         # "auto": the first reset decides whether infos carry masks (the first agent's info)
         first = next((infos[a] for a in self.agents if a in infos), None)
         source = self.mask_source = masks.settle_source(self.mask_source, first)
         if source is None:
             return
         M = self.rows_per_env
+        acting = self._acting()
         for j, agent in enumerate(self.agents):
             r = i * M + j
-            self._mask_rows[r] = self._agent_mask(i, agent, source, obs, infos, at_reset) if self._alive[r] else True
+            self._mask_rows[r] = self._agent_mask(i, agent, source, obs, infos, at_reset) if acting[r] else True
 
     def _agent_mask(self, i: int, agent: str, source: str, obs: dict, infos: dict, at_reset: bool) -> np.ndarray:
         """The ``[A]`` bool mask of agent ``agent`` of copy i, read and checked (shell.envs.masks)."""

@@ -17,6 +17,7 @@ from shell.envs.base import LaneSpec, Rows, StepResult, no_sub_envs
 from shell.envs.pettingzoo.copies import SyncCopies
 from shell.envs.pettingzoo.groups import check_groups, check_parallel, default_groups
 from shell.envs.pettingzoo.rows import GroupRows
+from shell.envs.pettingzoo.turns import TurnGame
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.seeding import ResetSeed, per_copy
 
@@ -31,28 +32,34 @@ def _max_cycles(env: Any) -> int | None:
 
 
 class ParallelVecEnv:
-    """N copies of a PettingZoo ``ParallelEnv``; its agents in groups (:attr:`groups`, :class:`GroupRows`).
+    """N copies of a PettingZoo ``ParallelEnv``, or of a turn-based game (:class:`TurnGame`, one move per step: only
+    the seat to move has a valid row); its agents in groups (:attr:`groups`, :class:`GroupRows`).
 
     A :class:`shell.envs.base.LaneEnv` with a lane per group: :meth:`reset` returns ``{group: Rows}`` and
     :meth:`step` takes ``{group: action}``: all groups act in the same joint step. Copy i is seeded
     ``seed + i`` at a reset; a copy whose last agent is done resets in the same step (SAME_STEP).
 
     Args:
-        envs: the N parallel envs (closed with this object).
+        probe: a copy that answers for the spaces (one of the copies, or one more).
+        make_copies: ``make_copies(with_state)`` -> the N copies (:mod:`shell.envs.pettingzoo.copies`).
+        copies: N.
         cfg: the env config (``groups``, ``action_mask``, ``max_episode_steps``).
         device: where the tensors go.
         policy: the policy config (``agent_id``, ``critic``); None = the defaults.
         name: the env's name for messages.
 
     Raises:
-        ConfigError: an AEC env, groups that do not cover every agent or mix spaces, an unsupported space,
-            ``critic = "state"`` on an env without ``state()``, or a mask convention that finds no mask.
+        ConfigError: an AEC env not wrapped in a :class:`TurnGame`, groups that do not cover every agent or mix
+            spaces, an unsupported space, ``critic = "state"`` on an env without ``state()``, or a mask
+            convention that finds no mask.
     """
 
     def __init__(self, probe: Any, make_copies: Callable[[bool], Any], copies: int, cfg: EnvConfig,
                  device: torch.device, policy: PolicyConfig | None = None, name: str | None = None):
         name = name or type(probe).__name__  # make passes env.id, from_factory the factory's name
         self.probe, self.name, self.device = probe, name, device
+        #: a turn-based game (copies of :class:`TurnGame`): only the seat to move acts
+        self.turns = isinstance(probe, TurnGame)
         self.copies = copies
         self.steps = 0
         self.copy_envs: Any = None  # SyncCopies or AsyncCopies, made once the config is checked
@@ -95,7 +102,7 @@ class ParallelVecEnv:
     def lanes(self) -> dict[str, LaneSpec]:
         """A lane per group of agents (:class:`shell.envs.base.LaneSpec`), in the group order."""
         return {g: LaneSpec(rows.observation_space, rows.action_space, rows.num_envs, rows.rows_per_env,
-                            list(rows.agents)) for g, rows in self.groups.items()}
+                            list(rows.agents), self.turns) for g, rows in self.groups.items()}
 
     @property
     def render_fps(self) -> int | None:
@@ -128,11 +135,11 @@ class ParallelVecEnv:
 
     def _reset(self, seeds: dict[int, int | None], at_reset: bool = False) -> None:
         outs = self._copies(lambda: self.copy_envs.reset(seeds), " on reset")
-        for i, (obs, infos, agents, state) in outs.items():
+        for i, (obs, infos, agents, state, mover) in outs.items():
             self._length[i] = 0
             self.states[i] = state
             for rows in self.groups.values():
-                rows.copy_reset(i, obs, infos, set(agents), at_reset)
+                rows.copy_reset(i, obs, infos, set(agents), at_reset, mover)
 
     def step(self, actions: dict[str, torch.Tensor]) -> dict[str, StepResult]:
         """One joint step of every copy: each group's ``[N*M_g]`` actions (those of rows that are not valid are
@@ -153,7 +160,7 @@ class ParallelVecEnv:
             joints.append(joint)
         results = self._copies(lambda: self.copy_envs.step(joints), "")
         ended: dict[int, int | None] = {}
-        for i, (obs, rewards, terms, truncs, infos, agents, state) in enumerate(results):
+        for i, (obs, rewards, terms, truncs, infos, agents, state, mover) in enumerate(results):
             self._length[i] += 1
             if self._cap is not None and self._length[i] >= self._cap and agents:
                 # env.max_episode_steps: truncate every agent still there
@@ -170,6 +177,7 @@ class ParallelVecEnv:
                 ended[i] = None
             else:
                 for rows in self.groups.values():
+                    rows.copy_turn(i, mover)
                     rows.read_masks(i, obs, infos, at_reset=False)
         # the final observations carry the state of this step, also in the copies that reset now
         final_states = list(self.states)
