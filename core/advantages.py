@@ -117,8 +117,8 @@ def turn_gae(
         delta_t = R_t + gamma * (1 - D_t) * V_{t'} - values[t]
         A_t     = delta_t + gamma * lam * (1 - D_t) * A_{t'}
 
-    where ``V_{t'}`` is ``values[t']`` (``last_value`` past the end) and ``A_{t'}`` is 0 past the end.
-    where the sum stops at the first done (at t itself or at a step u): what comes after it before
+    where ``V_{t'}`` is ``values[t']`` (``last_value`` past the end) and ``A_{t'}`` is 0 past the end,
+    and the sum stops at the first done (at t itself or at a step u): what comes after it before
     the row's next turn (in the next episode, before the seat first moves there) belongs to no
     transition and is dropped. So a seat's reward is what it collected since its own last move, and a
     game that ends while a seat waits (the loser of a board game, whose ``-1`` and done arrive at the

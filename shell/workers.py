@@ -138,6 +138,30 @@ def _main(serve: Callable[..., Any], pipe: Any, args: tuple, parent_pid: int, de
         pipe.close()
 
 
+def how_it_ended(processes: Sequence[Any], wait: float = 1.0) -> str:
+    """How the first ended process of ``processes`` ended, as `` (killed by SIGKILL)`` or `` (exit code 1)``;
+    ``""`` when none has ended within ``wait`` seconds or the cause is unknown.
+
+    Args:
+        processes: ``multiprocessing.Process`` objects (anything with ``is_alive()`` and ``exitcode``).
+        wait: seconds to wait, in all, for an ended process to be reaped.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        for process in processes:
+            if not process.is_alive():
+                code = process.exitcode
+                if code is not None and code < 0:
+                    try:
+                        return f" (killed by {signal.Signals(-code).name})"
+                    except ValueError:
+                        pass
+                return "" if code is None else f" (exit code {code})"
+        if time.monotonic() >= deadline:
+            return ""
+        time.sleep(0.02)
+
+
 class WorkerPool:
     """``len(args)`` worker processes; worker ``i`` serves the object ``serve(*args[i])`` over its own pipe.
 
@@ -199,25 +223,10 @@ class WorkerPool:
         try:
             ok, value = self._pipes[index].recv()
         except (OSError, EOFError):
-            raise error(f"{what}: a worker process ended{self._how_it_ended(index)}") from None
+            raise error(f"{what}: a worker process ended{how_it_ended(self.processes[index:index + 1])}") from None
         if not ok:
             raise error(f"{what}: {value}")
         return value
-
-    def _how_it_ended(self, index: int) -> str:
-        process = self.processes[index] if index < len(self.processes) else None
-        if process is None:
-            return ""
-        process.join(timeout=1.0)
-        code = process.exitcode
-        if code is None:
-            return ""
-        if code < 0:
-            try:
-                return f" (killed by {signal.Signals(-code).name})"
-            except ValueError:
-                pass
-        return f" (exit code {code})"
 
     def close(self, timeout: float = 5.0) -> None:
         """Ask every worker to close, wait up to ``timeout`` seconds in all, then kill the ones left (they ignore

@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.async_vector_env import AsyncState
 
 from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
@@ -28,7 +29,7 @@ from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
 from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
 from shell.seeding import ResetSeed
-from shell.workers import become_worker
+from shell.workers import become_worker, how_it_ended
 
 EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video", "ale_py": "atari", "minigrid": "minigrid",
           "cv2": "atari", "opencv": "atari"}
@@ -44,12 +45,16 @@ def _signal_free_worker(parent_pid: int, death_signal: bool, *args: Any) -> None
     (:func:`shell.workers.become_worker`). gymnasium's own way, the closed pipe, ends them in a
     chain (each holds the parent's ends of the pipes of those forked before it) that stops at
     the first worker whose error report does not fit into the unread error queue (about 80 of them)
-    or stderr (a pipe no one reads).
+    or stderr (a pipe no one reads). A worker whose pipe breaks (the main process closed it, or is
+    closing after another worker was killed) ends quietly: the main process reports the one line.
     """
     from gymnasium.vector.async_vector_env import _async_worker
 
     become_worker(parent_pid, death_signal)
-    _async_worker(*args)
+    try:
+        _async_worker(*args)
+    except (OSError, EOFError):  # its report of the broken pipe could not be sent: nothing to say
+        pass
 
 
 # Packages whose import registers env ids, and the extra that installs each.
@@ -447,7 +452,7 @@ class GymVecEnv:
         try:
             obs, info = self.env.reset(seed=seed)
         except Exception as exc:  # as in step: an env that raises ends training with exit 1
-            raise TrainingError(f"env {self._name()} raised {type(exc).__name__} on reset: {exc}") from exc
+            raise self._failure(exc, " on reset") from exc
         self._pending[:] = False
         if self.life_loss:
             self.lives = self._lives(info)
@@ -477,6 +482,16 @@ class GymVecEnv:
                                 f"{first_line(exc)}") from exc
         self._mask = torch.as_tensor(mask, device=self.device)
 
+    def _failure(self, exc: Exception, where: str = "") -> TrainingError:
+        """The one line for what ``self.env`` raised: the env's own error, or that an async worker process
+        ended (killed by the OS: SIGKILL, out of memory), which reaches here as a broken pipe."""
+        processes = getattr(self.env.unwrapped, "processes", None)
+        if processes and isinstance(exc, (EOFError, ConnectionError)):
+            how = how_it_ended(processes)
+            if how:
+                return TrainingError(f"env {self._name()}: a worker process ended{how}{where}")
+        return TrainingError(f"env {self._name()} raised {type(exc).__name__}{where}: {first_line(exc)}")
+
     def _name(self) -> str:
         return getattr(self.env.spec, "id", None) or self._id
 
@@ -499,7 +514,7 @@ class GymVecEnv:
         try:
             obs, reward, terminated, truncated, info = self.env.step(env_action)
         except Exception as exc:  # an env that raises ends training with exit 1
-            raise TrainingError(f"env {self._name()} raised {type(exc).__name__}: {exc}") from exc
+            raise self._failure(exc) from exc
         self._steps += 1
         final_obs = done = ep_return = ep_length = start = None
         if self.next_step:
@@ -538,6 +553,17 @@ class GymVecEnv:
 
     def close(self) -> None:
         """Close the envs; never raises, even when async workers have died (their pipes are broken)."""
+        base = self.env.unwrapped
+        processes = getattr(base, "processes", None)
+        if processes and not all(p.is_alive() for p in processes):
+            # a worker ended: gymnasium would wait on its pipe for the pending call, warn, raise and try again
+            # from __del__; mark no call pending and terminate the rest instead
+            base._state = AsyncState.DEFAULT
+            try:
+                self.env.close(terminate=True)
+            except Exception:
+                base.closed = True
+            return
         try:
             self.env.close()
         except Exception:

@@ -330,3 +330,36 @@ def test_a_pool_started_from_another_thread_answers():
         assert pool.receive(0, TrainingError, "add") == 6
     finally:
         pool.close()
+
+
+# ----------------------------------------------------------------------------- a worker killed by the OS
+@pytest.mark.parametrize("backend", list(RUNS))
+def test_a_killed_worker_is_one_line_and_nothing_after_it(tmp_path, backend):
+    """A worker process killed by the OS (SIGKILL, as the out-of-memory killer does) ends the run with exit 1 and
+    one line saying that a worker ended and how; no traceback or warning from the other workers or from
+    gymnasium's ``AsyncVectorEnv.__del__`` before or after it."""
+    if backend == "pettingzoo":
+        pytest.importorskip("pettingzoo")
+        pytest.importorskip("mpe2")
+    config, _ = RUNS[backend]
+    proc, run = start_run(tmp_path, "--config", config, "--set", 'env.vectorization_mode="async"',
+                          "--set", "env.num_envs=4", "--set", "ppo.num_steps=8", "--set", "run.torch_threads=1")
+    started: dict[int, str] = {}
+    try:
+        wait_for(lambda: training(proc, run), 120, "the first update")
+        started = descendants(proc.pid)
+        workers = [pid for pid in started if _stat(pid) is not None and int(_stat(pid)[1]) == proc.pid]
+        assert workers, "the run started no worker process"
+        os.kill(workers[-1], signal.SIGKILL)
+        assert proc.wait(timeout=60) == 1
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        for pid in alive(started):
+            os.kill(pid, signal.SIGKILL)
+    # what is left once the progress bar's redraws (each after a carriage return) are taken out
+    text = (tmp_path / "stderr").read_text()
+    lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip() and "step/s" not in line]
+    assert len(lines) == 1, text[-3000:]
+    assert lines[0].startswith("error: ") and "a worker process ended (killed by SIGKILL)" in lines[0], lines
+    assert "checkpoint" in lines[0]
