@@ -4,7 +4,6 @@ worker processes, forwards a stop request to them, waits, and writes the outputs
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from typing import Any
 
 from shell.config import Config
 from shell.errors import ConfigError, TrainingError
-from shell.installation import source_checkout
 from shell.stop import StopRequest, exit_code
 from shell.tracking import check_loggers
 from shell.tune.outputs import write_outputs
@@ -104,8 +102,8 @@ def _run_workers(settings: Settings, jobs: int, stop: StopRequest) -> list[str]:
             with open(log_path, "a") as log:
                 # the worker's stdout (one line per trial) is our stderr; its stderr (progress bars,
                 # warnings, tracebacks) goes to its log
-                proc = subprocess.Popen([sys.executable, "-m", "shell", "tune-worker"], stdin=subprocess.PIPE,
-                                        stdout=_stderr_fd(), stderr=log, text=True, env=_worker_environment())
+                proc = subprocess.Popen(worker_command("tune-worker"), stdin=subprocess.PIPE,
+                                        stdout=_stderr_fd(), stderr=log, text=True)
             procs.append((proc, log_path))
             try:
                 proc.stdin.write(settings.to_json())
@@ -137,15 +135,16 @@ def _run_workers(settings: Settings, jobs: int, stop: StopRequest) -> list[str]:
     return failures
 
 
-def _worker_environment() -> dict[str, str]:
-    """The environment of a worker (``python -m shell tune-worker``): ours, plus, when this package runs
-    from a source checkout that may not be installed, that checkout first on PYTHONPATH, so the worker
-    imports the same code from any folder. An installed package needs nothing."""
-    env = dict(os.environ)
-    root = source_checkout()
-    if root is not None:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
-    return env
+def worker_command(*args: str) -> list[str]:
+    """The command line of a worker process running ``ppo-core ARGS``, importing what this process imports.
+
+    The worker gets this process's ``sys.path`` exactly. ``python -m shell`` would put the current
+    folder first, so a user's own ``core.py`` or ``shell/`` there would shadow this package in the
+    worker while training from the same folder works; and a source checkout that is not installed
+    would not be found from another folder.
+    """
+    boot = f"import sys; sys.path[:] = {sys.path!r}; from shell.cli import entry_point; entry_point()"
+    return [sys.executable, "-c", boot, *args]
 
 
 def _stderr_fd() -> int | None:

@@ -418,3 +418,17 @@ def test_sigkill_mid_trial_then_a_rerun_retries_the_killed_trials_once(tmp_path)
     # a rerun with other settings is refused: the study's trials would not be comparable
     other = run_main(*args, "--seeds", "5", timeout=120)
     assert other.returncode == 2 and "was made with other settings: seeds differ" in other.stderr, other.stderr[-2000:]
+
+
+def test_workers_import_this_package_not_the_users_folder(tmp_path):
+    """A user's own ``core.py`` and ``shell/`` in the folder a study runs from: training from there imports this
+    package, and so must the tune workers (``python -m shell`` would put the folder first on their path)."""
+    user = tmp_path / "user"
+    (user / "shell").mkdir(parents=True)
+    for path in (user / "core.py", user / "shell" / "__init__.py"):
+        path.write_text("raise ImportError('the user file ' + __file__ + ' was imported')\n")
+    study_dir = tmp_path / "study"
+    proc = run_main(*tune_args(tmp_path, study_dir, trials=1, jobs=1, steps=1024), cwd=user)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "the user file" not in proc.stderr + proc.stdout
+    assert [t.state.name for t in trials_of(study_dir)] == ["COMPLETE"]
