@@ -163,6 +163,7 @@ class Trainer:
             "model": lanes["model"],
             "optimizer": lanes["optimizer"],
             "reward_scaler": lanes["reward_scaler"],
+            **({"selfplay": lanes["selfplay"]} if "selfplay" in lanes else {}),
             "update": self.update,
             "env_steps": self.env_steps,
             "train_seconds": self.train_seconds,
@@ -302,6 +303,7 @@ class Trainer:
                 rows, episodes = self.collect(rows)
                 values, lane_values = self._update_and_check(episodes)
                 self.update += 1
+                self.lanes.after_update(self.update)
                 self.env_steps += step_batch
                 self.train_seconds = time.perf_counter() - start
                 pending = self._row(lr, values, lane_values)  # written if the evaluation is interrupted
