@@ -4,6 +4,7 @@
              [--run-dir DIR] [--set section.key=value ...]
     ppo-core --resume RUN_DIR [--total-timesteps N] [--device D]
     ppo-core eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--video] [--video-episodes N] [--device D]
+    ppo-core play RUN_DIR_OR_CHECKPOINT [--seat SEAT] [--seed N] [--device D]   # a turn-based game, moves on stdin
     ppo-core plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
     ppo-core export RUN_DIR_OR_CHECKPOINT [--format onnx|pt2] [--out FILE]
     ppo-core tune --config acrobot --trials N [--jobs K] [--seeds S ...] [--total-timesteps T]
@@ -93,7 +94,7 @@ def program_name() -> str:
 
 def train_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=program_name(),
-                     description="Train PPO on a gymnasium env (see also: eval, plot, export, tune, configs).")
+                     description="Train PPO on a gymnasium env (see also: eval, play, plot, export, tune, configs).")
     parser.add_argument("--config", help="config file, or the name of a shipped config ('.toml' optional; "
                         "list them with: configs)")
     parser.add_argument("--version", action="version", version=_version_line())
@@ -119,6 +120,16 @@ def eval_parser() -> argparse.ArgumentParser:
     parser.add_argument("--video", action="store_true", help="also record an mp4 (needs the video extra)")
     parser.add_argument("--video-episodes", type=_int_at_least(1), metavar="N",
                         help="record the first N evaluation episodes, one mp4 each (default 1; implies --video)")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    return parser
+
+
+def play_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"{program_name()} play", description="Play a turn-based game against a run's trained "
+                     "agent: the board is printed, your moves are read from stdin (EOF or Ctrl-C ends the game).")
+    parser.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
+    parser.add_argument("--seat", help="your seat: its name (e.g. player_2) or index (default: the first seat)")
+    parser.add_argument("--seed", type=_int_at_least(0), help="the game's reset seed")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     return parser
 
@@ -199,6 +210,20 @@ def run(argv: list[str], stop: StopRequest) -> int:
 
         result = eval_checkpoint(args.target, args.episodes, args.video or args.video_episodes is not None,
                                  args.device, stop, video_episodes=args.video_episodes or 1)
+    elif argv[:1] == ["play"]:
+        args = play_parser().parse_args(argv[1:])
+        import torch
+
+        torch.set_num_threads(1)
+        from shell.play import play
+
+        # Ctrl-C while waiting for a move ends the game at once (the stop request would wait for the input)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            play(args.target, args.seat, args.device, seed=args.seed)
+        except (KeyboardInterrupt, EOFError):
+            print("\ngame left unfinished", flush=True)
+        return 0
     elif argv[:1] == ["export"]:
         args = export_parser().parse_args(argv[1:])
         import torch

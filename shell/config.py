@@ -112,6 +112,20 @@ def _wrapper_specs(_instance: Any, attribute: attrs.Attribute, value: Any) -> No
 _wrapper_specs.allowed = 'tables of class = "module:Name" and an optional kwargs table'
 
 
+def _opponents(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """``run.eval_opponents``: a non-empty list of distinct ``"random"`` or ``"module:function"`` names (whether
+    they import is checked at start-up, by the evaluation)."""
+    if not value or len(set(value)) != len(value):
+        raise ConfigError(f"{_key(attribute)} = {value!r}: needs a non-empty list of distinct opponents")
+    for name in value:
+        if name != "random" and not WRAPPER_CLASS.match(name):
+            raise ConfigError(f"{_key(attribute)}: {name!r} is neither \"random\" nor a bot \"module.path:function\", "
+                              "e.g. \"my_bots:greedy\"")
+
+
+_opponents.allowed = 'a list of "random" and "module:function" bots'
+
+
 def _key(attribute: attrs.Attribute) -> str:
     return f"{attribute.metadata.get('section', '?')}.{attribute.name}"
 
@@ -265,6 +279,10 @@ class RunConfig:
         _range(1))
     eval_every: int = _field(0, "Evaluate (and checkpoint) every this many updates during training (0 = never).",
                              _range(0))
+    eval_opponents: list[str] = _field(
+        ["random"], "Turn-based games: who the policy plays in each seat at evaluation; \"random\" (uniform over "
+        "legal moves) or a bot \"module:function\" taking (observation, action_mask) and returning an action. "
+        "eval_return_mean is the mean score against the first, over both seats.", _opponents)
     checkpoint_every: int = _field(10, "Write a checkpoint every this many updates (0 = only at the end).",
                                    _range(0))
     keep_checkpoints: int = _field(3, "Keep this many most recent checkpoints, plus best.pt.", _range(1))
@@ -283,7 +301,25 @@ class RunConfig:
                                     _range(0.0, lo_open=True))
 
 
-SECTIONS: dict[str, type] = {"env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "run": RunConfig}
+@_section("selfplay")
+class SelfPlayConfig:
+    """Turn-based games: a learner against a pool of its past snapshots (off with ``snapshot_every = 0``: one
+    policy plays, and learns in, every seat)."""
+
+    snapshot_every: int = _field(0, "Add the learner's policy to the pool every this many updates (0 = no pool: "
+                                    "one policy plays every seat).", _range(0))
+    pool_size: int = _field(8, "Snapshots kept in the pool (the oldest leaves first).", _range(1))
+    latest_prob: float = _field(0.5, "The chance that a game's opponent is the current policy (learning in both "
+                                     "seats) rather than a snapshot drawn uniformly from the pool.", _range(0.0, 1.0))
+
+    @property
+    def enabled(self) -> bool:
+        """A pool of snapshots plays against the learner."""
+        return self.snapshot_every > 0
+
+
+SECTIONS: dict[str, type] = {"env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "run": RunConfig,
+                             "selfplay": SelfPlayConfig}
 
 
 @attrs.frozen(kw_only=True)
@@ -294,6 +330,7 @@ class Config:
     policy: PolicyConfig = attrs.field(factory=PolicyConfig)
     ppo: PPOConfig = attrs.field(factory=PPOConfig)
     run: RunConfig = attrs.field(factory=RunConfig)
+    selfplay: SelfPlayConfig = attrs.field(factory=SelfPlayConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.run.eval_every and not self.run.eval_episodes:

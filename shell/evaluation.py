@@ -6,10 +6,11 @@ Loading a checkpoint and the deployable ``Policy`` live in shell/inference.py.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import statistics
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -19,18 +20,19 @@ import numpy as np
 import torch
 
 from shell.config import EnvConfig, PolicyConfig
-from shell.envs import Rows, make_lanes
+from shell.envs import Rows, import_object, make_lanes
 from shell.envs import eval_env_config as backend_eval_config
 from shell.envs.masks import require_mask
-from shell.errors import ConfigError
+from shell.errors import ConfigError, TrainingError
 from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
+from shell.observations import map_obs
 from shell.seeding import eval_seeds, opponent_seed
 from shell.stop import StopRequest
 from shell.tracking import log_videos
 
-__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "EvalResult", "RandomOpponent", "eval_checkpoint", "eval_env_config",
-           "eval_episode_cap", "eval_fields", "evaluate"]
+__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "Bot", "BotOpponent", "EvalResult", "RandomOpponent", "SeatOpponent",
+           "eval_checkpoint", "eval_env_config", "eval_episode_cap", "eval_fields", "evaluate", "resolve_opponents"]
 
 DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000
 
@@ -47,8 +49,9 @@ class EvalResult(NamedTuple):
             number of agents that took part); None for single-agent envs.
         returns_per_group: multi-agent envs with several groups of agents: each episode's return summed
             over each group's agents; None otherwise.
-        returns_per_seat: turn-based games against a uniform-random opponent (see :func:`evaluate`): the policy's
-            score in each episode, by the seat it played; None otherwise.
+        returns_per_opponent: turn-based games (see :func:`evaluate`): against each evaluation opponent
+            (``run.eval_opponents``, in order), the policy's score in each episode by the seat it played; None
+            otherwise.
     """
 
     returns: list[float]
@@ -57,46 +60,125 @@ class EvalResult(NamedTuple):
     returns_per_agent: list[float] | None = None
     returns_per_group: dict[str, list[float]] | None = None
     render_fps: int | None = None  # the env's frame rate (its metadata's render_fps), for videos
-    returns_per_seat: dict[str, list[float]] | None = None
+    returns_per_opponent: dict[str, dict[str, list[float]]] | None = None
 
 
-class RandomOpponent:
+class SeatOpponent:
     """A turn-based game's evaluation opponent: copy i's policy plays seat ``i % S`` (the S seats in lane order, so
-    the copies cover the seats in turn), and every other seat moves uniformly at random among its legal moves.
+    the copies cover the seats in turn), and the opponent (:meth:`moves`) every other seat.
 
     Args:
+        name: the opponent's name (``run.eval_opponents``' entry).
         specs: the env's lanes (each :class:`shell.envs.base.LaneSpec` with its ``agents``).
         copies: the env's copies E.
-        seed: the seed of the opponent's moves.
         device: where the actions are.
     """
 
-    def __init__(self, specs: dict, copies: int, seed: int, device: torch.device):
+    def __init__(self, name: str, specs: dict, copies: int, device: torch.device):
+        self.name = name
         self.seats = [agent for spec in specs.values() for agent in spec.agents]
         #: the seat the policy plays in each copy
         self.policy_seat = [self.seats[i % len(self.seats)] for i in range(copies)]
         #: per lane, ``[N]`` bool: the rows the policy plays (copy-major rows, a seat per row)
         self.policy_rows = {g: torch.tensor([agent == self.policy_seat[i] for i in range(copies)
                                              for agent in spec.agents], device=device) for g, spec in specs.items()}
-        self.moves = {g: int(spec.action_space.n) for g, spec in specs.items()}
-        self.generator = torch.Generator(device).manual_seed(seed)
+        self.moves_of = {g: int(spec.action_space.n) for g, spec in specs.items()}
 
     @staticmethod
     def serves(specs: dict) -> bool:
         """A turn-based game whose seats all take Discrete actions (a uniform legal move is defined)."""
         return all(spec.turns and isinstance(spec.action_space, gym.spaces.Discrete) for spec in specs.values())
 
-    def actions(self, lane: Any, policy_actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """``[N]`` the policy's actions in its rows, a uniform legal move (under ``mask [N, A]``) elsewhere."""
-        legal = mask.float() if mask is not None else torch.ones(len(policy_actions), self.moves[lane],
-                                                                 device=policy_actions.device)
-        random = torch.multinomial(legal, 1, generator=self.generator).squeeze(1)
-        return torch.where(self.policy_rows[lane], policy_actions, random.to(policy_actions.dtype))
+    def moves(self, lane: Any, rows: Rows) -> torch.Tensor:
+        """``[N]`` long: the opponent's move in every row (read only in its rows that are to move)."""
+        raise NotImplementedError
+
+    def actions(self, lane: Any, policy_actions: torch.Tensor, rows: Rows) -> torch.Tensor:
+        """``[N]`` the policy's actions in its rows, the opponent's (:meth:`moves`) elsewhere."""
+        return torch.where(self.policy_rows[lane], policy_actions, self.moves(lane, rows).to(policy_actions.dtype))
 
     def score(self, lane: Any, reward: torch.Tensor, copies: int) -> np.ndarray:
         """``[E]`` the reward of the policy's seat in each copy (0 where the lane holds another seat)."""
         mine = torch.where(self.policy_rows[lane], reward, 0.0)
         return mine.cpu().numpy().reshape(copies, -1).sum(axis=1)
+
+
+class RandomOpponent(SeatOpponent):
+    """:class:`SeatOpponent` ``"random"``: a uniform move among the legal ones (every action without a mask).
+
+    Args:
+        specs, copies, device: as :class:`SeatOpponent`.
+        seed: the seed of the opponent's moves.
+    """
+
+    def __init__(self, specs: dict, copies: int, seed: int, device: torch.device):
+        super().__init__("random", specs, copies, device)
+        self.generator = torch.Generator(device).manual_seed(seed)
+
+    def moves(self, lane: Any, rows: Rows) -> torch.Tensor:
+        mask = rows.action_mask
+        n = len(rows.valid)
+        legal = mask.float() if mask is not None else torch.ones(n, self.moves_of[lane], device=rows.valid.device)
+        return torch.multinomial(legal, 1, generator=self.generator).squeeze(1)
+
+
+Bot = Callable[[Any, np.ndarray], Any]
+"""A bot of ``run.eval_opponents``: ``bot(observation, action_mask) -> action``. ``observation`` is the seat's
+observation as the policy sees it (NumPy; a Dict observation as a dict of arrays, without its ``action_mask``
+key, an image or a Box flattened as the row holds it, e.g. tic-tac-toe's 3x3x2 planes as ``[18]``),
+``action_mask`` ``[A]`` bool (all true for a game without masks); the action an int in ``[0, A)``."""
+
+
+class BotOpponent(SeatOpponent):
+    """:class:`SeatOpponent` of a user's :data:`Bot`, called once per move of its seat.
+
+    Args:
+        name: ``"module:function"``, as the config names it.
+        bot: the function.
+        specs, copies, device: as :class:`SeatOpponent`.
+    """
+
+    def __init__(self, name: str, bot: Bot, specs: dict, copies: int, device: torch.device):
+        super().__init__(name, specs, copies, device)
+        self.bot = bot
+
+    def moves(self, lane: Any, rows: Rows) -> torch.Tensor:
+        """The bot's moves in its rows to move (0 elsewhere, never sent).
+
+        Raises:
+            TrainingError: the bot returned an illegal move (or no integer), naming the bot and the move.
+        """
+        out = torch.zeros(len(rows.valid), dtype=torch.long)
+        n = self.moves_of[lane]
+        mask = None if rows.action_mask is None else rows.action_mask.cpu().numpy()
+        for i in torch.nonzero(rows.valid & ~self.policy_rows[lane]).flatten().tolist():
+            legal = np.ones(n, dtype=bool) if mask is None else mask[i]
+            move = self.bot(map_obs(lambda x, i=i: x[i].cpu().numpy(), rows.obs), legal.copy())
+            try:
+                index = operator.index(move.item() if isinstance(move, np.ndarray | torch.Tensor) else move)
+            except (TypeError, ValueError):
+                index = None
+            if index is None or not 0 <= index < n or not legal[index]:
+                raise TrainingError(f"evaluation opponent {self.name!r} played the illegal move {move!r}; the legal "
+                                    f"moves were {np.flatnonzero(legal).tolist()}")
+            out[i] = index
+        return out.to(rows.valid.device)
+
+
+def resolve_opponents(names: Sequence[str]) -> dict[str, Bot | None]:
+    """Each ``run.eval_opponents`` entry with its bot (None for ``"random"``), imported now.
+
+    Raises:
+        ConfigError: one line, an entry that cannot be imported or is not callable.
+    """
+    bots: dict[str, Bot | None] = {}
+    for name in names:
+        bot = None if name == "random" else import_object(name, f"run.eval_opponents entry {name!r}")
+        if bot is not None and not callable(bot):
+            raise ConfigError(f"run.eval_opponents entry {name!r} is a {type(bot).__name__}, not a function of "
+                              "(observation, action_mask)")
+        bots[name] = bot
+    return bots
 
 
 def eval_episode_cap(env_cfg: EnvConfig, run_cap: int | None, registered: int | None) -> int:
@@ -120,7 +202,8 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
              render_mode: str | None = None, wrappers: list | None = None, stop: StopRequest | None = None,
              max_episode_steps: int | None = None, on_step: Callable[[], None] | None = None,
              source: Callable[[], gym.Env] | None = None, policy: PolicyConfig | None = None,
-             frames: list | None = None, seed_scheme: str = "spawn", first_episode: int = 0) -> EvalResult:
+             frames: list | None = None, seed_scheme: str = "spawn", first_episode: int = 0,
+             opponents: Sequence[str] = ("random",)) -> EvalResult:
     """Run ``episodes`` episodes with the deterministic policy (u = mean, or argmax), one loop for a run of
     one lane or several (each lane's rows acted on by its policy, ``agent.lanes()``).
 
@@ -135,104 +218,131 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
 
     An episode's return is the sum over its agents of each agent's return (one agent in a single-agent
     env); for a multi-agent env ``returns_per_agent`` divides it by the number of agents that took part,
-    and with several groups ``returns_per_group`` keeps each group's sum. A turn-based game with Discrete
-    actions is played against a uniform-random legal opponent (:class:`RandomOpponent`): the policy plays
-    seat ``i % S`` of copy i and the other seats move at random, an episode's return is the policy's own
-    score (+1 win, 0 draw, -1 loss in the classic games: the game's own rewards), and ``returns_per_seat``
-    keeps the scores by the seat the policy played (self-play's sum over the seats is 0 in a zero-sum game
-    and says nothing). A copy's episode ends when the
-    env says so (the last agent of a multi-agent copy is done). An episode still running after
-    ``max_episode_steps`` steps (see :func:`eval_episode_cap` for the default) ends there and counts as
-    truncated, so an env that never ends its episodes cannot keep the evaluation running forever.
+    and with several groups ``returns_per_group`` keeps each group's sum.
+
+    A turn-based game with Discrete actions is played against each of ``opponents`` in turn
+    (``run.eval_opponents``: ``"random"``, uniform over the legal moves, :class:`RandomOpponent`; or a bot
+    ``"module:function"``, :class:`BotOpponent`), ``episodes`` games each on the same seeds: the policy plays
+    seat ``i % S`` of copy i and the opponent the other seats. An episode's return is the policy's own score
+    (+1 win, 0 draw, -1 loss in the classic games: the game's own rewards), so ``returns`` (and the summary's
+    ``eval_return_mean``) are the scores against the FIRST opponent over both seats, and ``returns_per_opponent``
+    keeps every opponent's scores by the seat the policy played (self-play's sum over the seats is 0 in a
+    zero-sum game and says nothing).
+
+    A copy's episode ends when the env says so (the last agent of a multi-agent copy is done). An episode still
+    running after ``max_episode_steps`` steps (see :func:`eval_episode_cap` for the default) ends there and
+    counts as truncated, so an env that never ends its episodes cannot keep the evaluation running forever.
     ``on_step`` is called after every joint step (the runner's fault-injection point). ``source``, a
     ``Callable[[], gymnasium.Env]``, replaces the config's env id (runs trained from a factory).
     ``policy`` (the run's policy config) shapes a multi-agent env's rows as in training
     (``policy.agent_id``, ``policy.critic``). ``frames`` (a list; with ``render_mode = "rgb_array"``)
-    receives the first copy's frames until its first episode ends (``eval --video``).
+    receives the first copy's frames until its first episode ends (``eval --video``; the first opponent's).
 
     Raises:
         Interrupted: ``stop`` was requested (polled once per env step).
-        ConfigError: a missing package for rendering; a policy trained with masks on an env without them.
+        ConfigError: a missing package for rendering; a policy trained with masks on an env without them; an
+            opponent that cannot be imported (:func:`resolve_opponents`).
+        TrainingError: a bot returned an illegal move.
     """
     if episodes <= 0:
         return EvalResult([], 0, 0)
+    bots = resolve_opponents(opponents)
     env_cfg = eval_env_config(env_cfg)
     env = make_lanes(env_cfg, device, num_envs=episodes, render_mode=render_mode, wrappers=wrappers, source=source,
                      policy=policy)
     cap = eval_episode_cap(env_cfg, max_episode_steps, env.max_episode_steps)
-    specs = env.lanes
-    E = env.copies
-    several_agents = any(spec.agents is not None for spec in specs.values())
-    opponent = RandomOpponent(specs, E, opponent_seed(seed, seed_scheme), device) \
-        if RandomOpponent.serves(specs) else None
-    returns: list[float | None] = [None] * E
-    per_agent: list[float | None] = [None] * E
-    per_group: dict[Any, list[float | None]] = {g: [None] * E for g in specs}
-    truncated = 0
+    specs, E = env.lanes, env.copies
     try:
-        policies = _lane_policies(agent, specs)
-        rows = env.reset(seed=eval_seeds(seed, seed_scheme, episodes, first_episode))
-        ep_return = np.zeros(E)
-        group_return = {g: np.zeros(E) for g in specs}
-        ep_length = np.zeros(E, dtype=np.int64)
-        took_part = _by_copy([rows[g].valid for g in specs], E)
-        states = {g: policies[g].initial_state(spec.num_envs, device) for g, spec in specs.items()}
-        starts = {g: torch.ones(spec.num_envs, dtype=torch.bool, device=device) for g, spec in specs.items()}
-        if frames is not None:
-            frames.append(env.render())
-        first = next(iter(specs))
-        with torch.inference_mode():
-            while any(r is None for r in returns):
-                if stop is not None:
-                    stop.check()
-                actions = {}
-                for g in specs:
-                    mask = rows[g].action_mask  # [N, A] bool where the env gives masks: never a masked action
-                    require_mask(policies[g], mask, f"the evaluation env {env_cfg.id!r}", error=ConfigError)
-                    actions[g], states[g] = policies[g].act_step(rows[g].obs, states[g], starts[g], deterministic=True,
-                                                                 action_mask=mask)
-                    if opponent is not None:
-                        actions[g] = opponent.actions(g, actions[g], mask)
-                results = env.step(actions)
-                if on_step is not None:
-                    on_step()
-                for g, spec in specs.items():
-                    reward = results[g].reward.cpu().numpy().reshape(E, spec.rows_per_copy).sum(axis=1)
-                    group_return[g] += reward
-                    ep_return += reward if opponent is None else opponent.score(g, results[g].reward, E)
-                ep_length += 1
-                ended = results[first].ended.cpu().numpy()
-                by_cap = ep_length >= cap
-                if frames is not None and returns[0] is None and not (ended[0] or by_cap[0]):
-                    frames.append(env.render())
-                terminated = _by_copy([results[g].terminated for g in specs], E)
-                for i in np.flatnonzero(ended | by_cap):
-                    if returns[i] is None:
-                        returns[i] = float(ep_return[i])
-                        per_agent[i] = float(ep_return[i]) / max(1, int(took_part[i].sum()))
-                        for g in specs:
-                            per_group[g][i] = float(group_return[g][i])
-                        truncated += int(not terminated[i].any())
-                done = ended | by_cap
-                ep_return[done] = 0.0
-                for g in specs:
-                    group_return[g][done] = 0.0
-                ep_length[done] = 0
-                now = _by_copy([results[g].valid for g in specs], E)
-                took_part = np.where(done[:, None], now, took_part | now)
-                starts = {g: (results[g].terminated | results[g].truncated) if results[g].episode_start is None
-                          else results[g].episode_start for g in specs}
-                rows = {g: Rows(results[g].obs, results[g].valid, results[g].action_mask) for g in specs}
+        if SeatOpponent.serves(specs):
+            sides: list[SeatOpponent | None] = [
+                RandomOpponent(specs, E, opponent_seed(seed, seed_scheme), device) if bot is None
+                else BotOpponent(name, bot, specs, E, device) for name, bot in bots.items()]
+        else:
+            sides = [None]
+        games = []
+        for k, opponent in enumerate(sides):
+            games.append(_episodes(agent, env, env_cfg, cap, seed, seed_scheme, episodes, first_episode, device,
+                                   stop, on_step, frames if k == 0 else None, opponent))
     except gym.error.DependencyNotInstalled as exc:
         raise ConfigError(f"rendering {env_cfg.id} needs a missing package ({exc}); "
                           f"run: {install_hint('video')}") from None
     finally:
         env.close()
-    per_seat = None if opponent is None else {
-        seat: [r for r, played in zip(returns, opponent.policy_seat, strict=True) if played == seat]
-        for seat in opponent.seats}
-    return EvalResult(returns, truncated, cap, per_agent if several_agents and opponent is None else None,
-                      per_group if len(specs) > 1 else None, env.render_fps, per_seat)
+    returns, per_agent, per_group, truncated = games[0]
+    several_agents = any(spec.agents is not None for spec in specs.values())
+    per_opponent = None if sides[0] is None else {
+        side.name: {seat: [r for r, played in zip(game[0], side.policy_seat, strict=True) if played == seat]
+                    for seat in side.seats} for side, game in zip(sides, games, strict=True)}
+    return EvalResult(returns, truncated, cap, per_agent if several_agents and per_opponent is None else None,
+                      per_group if len(specs) > 1 else None, env.render_fps, per_opponent)
+
+
+def _episodes(agent: torch.nn.Module, env: Any, env_cfg: EnvConfig, cap: int, seed: int, seed_scheme: str,
+              episodes: int, first_episode: int, device: torch.device, stop: StopRequest | None,
+              on_step: Callable[[], None] | None, frames: list | None, opponent: SeatOpponent | None
+              ) -> tuple[list[float], list[float], dict[Any, list[float]], int]:
+    """The episodes of :func:`evaluate` on ``env`` (reset with the evaluation seeds), against ``opponent`` in a
+    turn-based game: each copy's returns, per agent, per group, and how many were truncated."""
+    specs = env.lanes
+    E = env.copies
+    returns: list[float | None] = [None] * E
+    per_agent: list[float | None] = [None] * E
+    per_group: dict[Any, list[float | None]] = {g: [None] * E for g in specs}
+    truncated = 0
+    policies = _lane_policies(agent, specs)
+    rows = env.reset(seed=eval_seeds(seed, seed_scheme, episodes, first_episode))
+    ep_return = np.zeros(E)
+    group_return = {g: np.zeros(E) for g in specs}
+    ep_length = np.zeros(E, dtype=np.int64)
+    took_part = _by_copy([rows[g].valid for g in specs], E)
+    states = {g: policies[g].initial_state(spec.num_envs, device) for g, spec in specs.items()}
+    starts = {g: torch.ones(spec.num_envs, dtype=torch.bool, device=device) for g, spec in specs.items()}
+    if frames is not None:
+        frames.append(env.render())
+    first = next(iter(specs))
+    with torch.inference_mode():
+        while any(r is None for r in returns):
+            if stop is not None:
+                stop.check()
+            actions = {}
+            for g in specs:
+                mask = rows[g].action_mask  # [N, A] bool where the env gives masks: never a masked action
+                require_mask(policies[g], mask, f"the evaluation env {env_cfg.id!r}", error=ConfigError)
+                actions[g], states[g] = policies[g].act_step(rows[g].obs, states[g], starts[g], deterministic=True,
+                                                             action_mask=mask)
+                if opponent is not None:
+                    actions[g] = opponent.actions(g, actions[g], rows[g])
+            results = env.step(actions)
+            if on_step is not None:
+                on_step()
+            for g, spec in specs.items():
+                reward = results[g].reward.cpu().numpy().reshape(E, spec.rows_per_copy).sum(axis=1)
+                group_return[g] += reward
+                ep_return += reward if opponent is None else opponent.score(g, results[g].reward, E)
+            ep_length += 1
+            ended = results[first].ended.cpu().numpy()
+            by_cap = ep_length >= cap
+            if frames is not None and returns[0] is None and not (ended[0] or by_cap[0]):
+                frames.append(env.render())
+            terminated = _by_copy([results[g].terminated for g in specs], E)
+            for i in np.flatnonzero(ended | by_cap):
+                if returns[i] is None:
+                    returns[i] = float(ep_return[i])
+                    per_agent[i] = float(ep_return[i]) / max(1, int(took_part[i].sum()))
+                    for g in specs:
+                        per_group[g][i] = float(group_return[g][i])
+                    truncated += int(not terminated[i].any())
+            done = ended | by_cap
+            ep_return[done] = 0.0
+            for g in specs:
+                group_return[g][done] = 0.0
+            ep_length[done] = 0
+            now = _by_copy([results[g].valid for g in specs], E)
+            took_part = np.where(done[:, None], now, took_part | now)
+            starts = {g: (results[g].terminated | results[g].truncated) if results[g].episode_start is None
+                      else results[g].episode_start for g in specs}
+            rows = {g: Rows(results[g].obs, results[g].valid, results[g].action_mask) for g in specs}
+    return returns, per_agent, per_group, truncated
 
 
 def _lane_policies(agent: torch.nn.Module, specs: dict) -> dict:
@@ -285,7 +395,8 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
     dev = next(agent.parameters()).device
     cap = config.run.eval_max_episode_steps
     outcome = evaluate(agent, config.env, episodes, config.run.seed, dev, stop=stop, max_episode_steps=cap,
-                       policy=config.policy, seed_scheme=config.run.seed_scheme)
+                       policy=config.policy, seed_scheme=config.run.seed_scheme,
+                       opponents=config.run.eval_opponents)
     result: dict[str, Any] = {
         "env_id": config.env.id,
         "seed": config.run.seed,
@@ -334,7 +445,9 @@ def _record(agent: torch.nn.Module, config: Any, path: Path, video_episodes: int
 
 
 def eval_fields(outcome: EvalResult) -> dict[str, Any]:
-    """The evaluation's keys of the summary and of eval.json."""
+    """The evaluation's keys of the summary and of eval.json. A turn-based game adds ``eval_vs``: for each evaluation
+    opponent, by the seat the policy played, its ``win``, ``draw`` and ``loss`` rates and its ``games``;
+    ``eval_return_mean`` is then the policy's mean score against the first opponent over both seats."""
     returns = outcome.returns
     return {
         "eval_return_mean": statistics.fmean(returns) if returns else None,
@@ -346,8 +459,9 @@ def eval_fields(outcome: EvalResult) -> dict[str, Any]:
             "eval_return_per_agent": statistics.fmean(outcome.returns_per_agent) if returns else None}),
         **({} if outcome.returns_per_group is None else {
             "eval_return_per_group": {g: statistics.fmean(r) for g, r in outcome.returns_per_group.items()}}),
-        **({} if outcome.returns_per_seat is None else {
-            "eval_vs_random": {seat: _outcomes(scores) for seat, scores in outcome.returns_per_seat.items()}}),
+        **({} if outcome.returns_per_opponent is None else {
+            "eval_vs": {name: {seat: _outcomes(scores) for seat, scores in seats.items()}
+                        for name, seats in outcome.returns_per_opponent.items()}}),
     }
 
 

@@ -25,7 +25,7 @@ from shell.devices import resolve_device
 from shell.distributed import Dist
 from shell.envs import Rows, check_eval_env, make_lanes
 from shell.errors import ConfigError, TrainingError
-from shell.evaluation import EvalResult, eval_fields, evaluate
+from shell.evaluation import EvalResult, eval_fields, evaluate, resolve_opponents
 from shell.faults import kill_point
 from shell.files import new_run_folder
 from shell.inference import load_weights, policy_for
@@ -130,7 +130,13 @@ class Trainer:
             except ConfigError:
                 self.env.close()
                 raise
-        self.lanes = Lanes(self.env, config, self.device, self.generator, self.dist)
+        try:
+            if config.run.eval_episodes and self.dist.is_main:
+                resolve_opponents(config.run.eval_opponents)  # a bot that cannot be imported: fail before training
+            self.lanes = Lanes(self.env, config, self.device, self.generator, self.dist)
+        except ConfigError:
+            self.env.close()
+            raise
         self.agent = self.lanes.agent  # the run's policy, as checkpoints hold it
         self.spaces = self.lanes.spaces
         self.checkpoints = Checkpointer(self.run_dir, config.run.keep_checkpoints, self.dist.is_main)
@@ -157,6 +163,7 @@ class Trainer:
             "model": lanes["model"],
             "optimizer": lanes["optimizer"],
             "reward_scaler": lanes["reward_scaler"],
+            **({"selfplay": lanes["selfplay"]} if "selfplay" in lanes else {}),
             "update": self.update,
             "env_steps": self.env_steps,
             "train_seconds": self.train_seconds,
@@ -296,6 +303,7 @@ class Trainer:
                 rows, episodes = self.collect(rows)
                 values, lane_values = self._update_and_check(episodes)
                 self.update += 1
+                self.lanes.after_update(self.update)
                 self.env_steps += step_batch
                 self.train_seconds = time.perf_counter() - start
                 pending = self._row(lr, values, lane_values)  # written if the evaluation is interrupted
@@ -422,7 +430,7 @@ class Trainer:
                         seed_scheme=cfg.run.seed_scheme,
                         policy=cfg.policy, max_episode_steps=cfg.run.eval_max_episode_steps,
                         on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
-                        wrappers=self.eval_env_changes.wrappers())
+                        wrappers=self.eval_env_changes.wrappers(), opponents=cfg.run.eval_opponents)
 
     def _periodic_eval(self) -> float | None:
         """Evaluate the deterministic policy (rank 0; None on the others); track the best mean."""

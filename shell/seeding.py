@@ -24,7 +24,7 @@ SCHEMES = ("spawn", "offset")
 EVAL_SEED_OFFSET = 1_000_000  # "offset": evaluation episode i is seeded seed + EVAL_SEED_OFFSET + i
 
 # what a spawned stream is for: the first entry of its SeedSequence spawn key
-_TRAIN, _EVAL, _SAMPLING, _OPPONENT = 0, 1, 2, 3
+_TRAIN, _EVAL, _SAMPLING, _OPPONENT, _POOL = 0, 1, 2, 3, 4
 
 ResetSeed = int | list[int]
 
@@ -86,6 +86,19 @@ def opponent_seed(seed: int, scheme: str) -> int:
         return seed + 2 * EVAL_SEED_OFFSET
     _check(scheme)
     return _child(seed, _OPPONENT)
+
+
+def pool_seed(seed: int, scheme: str, rank: int = 0) -> int:
+    """The seed of rank ``rank``'s self-play pool ([selfplay]: which opponent each game draws, and the snapshots'
+    sampled moves).
+
+    Raises:
+        ValueError: an unknown scheme.
+    """
+    if scheme == "offset":
+        return seed + 3 * EVAL_SEED_OFFSET + rank
+    _check(scheme)
+    return _child(seed, _POOL, rank)
 
 
 def per_copy(seed: ResetSeed | None, copies: int) -> list[int | None]:

@@ -93,3 +93,22 @@ class Duel(AECEnv):
 
 def env(**kwargs) -> Duel:
     return Duel(**kwargs)
+
+
+class LopsidedDuel(Duel):
+    """:class:`Duel` whose ``seat_1`` observes one number more: its seats differ in spaces (two groups)."""
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        size = 4 if agent == "seat_1" else 3
+        return spaces.Dict({"observation": spaces.Box(-1.0, 10.0, (size,), np.float32),
+                            "action_mask": spaces.Box(0, 1, (3,), np.int8)})
+
+    def observe(self, agent: str) -> dict:
+        obs = super().observe(agent)
+        if agent == "seat_1":
+            obs["observation"] = np.append(obs["observation"], np.float32(0.0))
+        return obs
+
+
+def lopsided(**kwargs) -> LopsidedDuel:
+    return LopsidedDuel(**kwargs)

@@ -49,7 +49,7 @@ The package, one module per idea; a module imports only those named after it (py
 import-linter contract ``pettingzoo-layers``):
 
 - :mod:`shell.envs.pettingzoo.backend`: the registry's functions (``check_config``, ``eval_config``,
-  ``make``, ``from_factory``, re-exported here);
+  ``make``, ``from_factory``, re-exported here), and ``make_game`` (one AEC game, for ``ppo-core play``);
 - :mod:`shell.envs.pettingzoo.vector`: ``ParallelVecEnv``, the lane env;
 - :mod:`shell.envs.pettingzoo.rows`: ``GroupRows``, one group's agents in the N copies as rows;
 - :mod:`shell.envs.pettingzoo.copies`: the N copies, stepped in this process or in worker processes;
@@ -57,6 +57,6 @@ import-linter contract ``pettingzoo-layers``):
 - :mod:`shell.envs.pettingzoo.turns`: ``TurnGame``, an AEC game as the copies step it.
 """
 
-from shell.envs.pettingzoo.backend import check_config, eval_config, from_factory, make
+from shell.envs.pettingzoo.backend import check_config, eval_config, from_factory, make, make_game
 
-__all__ = ["check_config", "eval_config", "from_factory", "make"]
+__all__ = ["check_config", "eval_config", "from_factory", "make", "make_game"]

@@ -43,6 +43,20 @@ def eval_config(cfg: EnvConfig) -> EnvConfig:
     return cfg
 
 
+def make_game(cfg: EnvConfig) -> Any:
+    """One turn-based game of ``env.id`` (``env.kwargs`` passed), as its module makes it: PettingZoo's own AEC env
+    (``agent_iter``, ``last``, ``observe``), not a :class:`TurnGame` (``ppo-core play``).
+
+    Raises:
+        ConfigError: as the backend's ``make``; ``env.id`` makes a parallel env, not a turn-based game.
+    """
+    game = _factory_from_id(cfg)()
+    if not is_turn_based(game):
+        game.close()
+        raise ConfigError(f"env.id {cfg.id!r} is a parallel env, not a turn-based game (a PettingZoo AEC env)")
+    return game
+
+
 def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
     """``env.id`` -> a function making one env with ``env.kwargs``: ``"module"`` names a module with
     ``parallel_env`` (a parallel env), else with ``env`` (a turn-based AEC game, PettingZoo's classic

@@ -1,0 +1,146 @@
+"""``ppo-core play RUN``: play a turn-based game against a trained agent in the terminal.
+
+The game is the run's own (``env.id``, built as PettingZoo's AEC env: :func:`shell.envs.pettingzoo.make_game`),
+the agent the run's deterministic policy (:func:`shell.inference.policy_for`, as ``load_policy`` gives it). The
+board is printed from the observation planes (:func:`board_text`), your moves are read from a text stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from shell.envs.pettingzoo import make_game
+from shell.errors import ConfigError
+from shell.inference import load_agent, policy_for, require_env
+
+__all__ = ["board_text", "play"]
+
+PIECES = (".", "X", "O")  # empty, plane 0 (the seat that observes: you), plane 1 (the other seat: the agent)
+
+
+def board_text(observation: Any, action_mask: Any = None) -> str:
+    """A board drawn from a classic game's observation planes ``[H, W, 2]`` (plane 0 the observing seat's pieces,
+    shown as ``X``; plane 1 the other seat's, ``O``; tic-tac-toe 3x3x2, connect four 6x7x2), as text.
+
+    Empty squares show their move's number where a move is a square (``A = H * W`` actions, row-major: tic-tac-toe),
+    and the columns are numbered below the board where a move is a column (``A = W``: connect four). Other
+    observations are printed as NumPy prints them.
+
+    Args:
+        observation: the seat's observation (a Dict observation's ``"observation"`` key is read).
+        action_mask: ``[A]`` of the seat's legal moves (only its length is read; None: no numbers).
+    """
+    planes = np.asarray(observation["observation"] if isinstance(observation, dict) else observation)
+    if planes.ndim != 3 or planes.shape[-1] != 2:
+        return np.array2string(planes)
+    H, W, _ = planes.shape
+    moves = None if action_mask is None else len(action_mask)
+    lines = []
+    for r in range(H):
+        cells = []
+        for c in range(W):
+            piece = PIECES[1] if planes[r, c, 0] else PIECES[2] if planes[r, c, 1] else PIECES[0]
+            if piece == PIECES[0] and moves == H * W:
+                piece = str(r * W + c)
+            cells.append(piece.rjust(2))
+        lines.append(" ".join(cells))
+    if moves == W:
+        lines.append(" ".join(str(c).rjust(2) for c in range(W)))
+    return "\n".join(lines)
+
+
+def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin: TextIO | None = None,
+         out: Callable[[str], None] = print, seed: int | None = None) -> dict[str, Any]:
+    """Play one game against a run's trained agent: you move in ``seat`` (a seat's name or index; default the
+    first), the agent in every other seat.
+
+    Before each of your moves the board is printed (:func:`board_text`, from your observation) with your legal
+    moves; a line of ``stdin`` is your move, and an illegal or unreadable one is refused with the legal list and
+    asked again. At the end the final board and the result are printed.
+
+    Returns:
+        ``{"seat", "score", "result", "moves"}``: your seat, your score (the game's own rewards: +1 win, 0 draw,
+        -1 loss in the classic games), ``"win"``, ``"draw"`` or ``"loss"``, and the moves played; or, where
+        ``stdin`` ended before the game, ``"result": "unfinished"``.
+
+    Raises:
+        ConfigError: a bad target; a run that is not of a turn-based game, or was trained on a factory (its
+            config cannot rebuild the game); an unknown seat.
+    """
+    import sys
+
+    stdin = sys.stdin if stdin is None else stdin
+    agent, config, state = load_agent(target, device)
+    require_env(target, state, None, "play it from Python: shell.load_policy gives its policy of {agent: obs}")
+    agents = (state.get("spaces") or {}).get("agents")
+    if not agents or config.env.backend != "pettingzoo":
+        raise ConfigError(f"play serves runs of turn-based PettingZoo games; {target} is a run of {config.env.id!r}")
+    policy = policy_for(agent, agents, config.policy.agent_id)
+    game = make_game(config.env)
+    try:
+        seats = list(game.possible_agents)
+        you = _seat(seat, seats)
+        game.reset(seed=seed)
+        score, moves = 0.0, 0
+        for mover in game.agent_iter():
+            obs, reward, term, trunc, _ = game.last()
+            if mover == you:
+                score += float(reward)
+            if term or trunc:
+                game.step(None)
+                continue
+            if mover == you:
+                move = _your_move(obs, int(game.action_space(you).n), stdin, out, you)
+                if move is None:
+                    out(json.dumps({"seat": you, "score": score, "result": "unfinished", "moves": moves}))
+                    return {"seat": you, "score": score, "result": "unfinished", "moves": moves}
+            else:
+                move = int(policy({mover: obs})[mover])
+                out(f"{mover} (agent) plays {move}")
+            game.step(move)
+            moves += 1
+        out(board_text(game.observe(you)))
+        result = "win" if score > 0 else "loss" if score < 0 else "draw"
+        outcome = {"seat": you, "score": score, "result": result, "moves": moves}
+        out(json.dumps(outcome))
+        return outcome
+    finally:
+        game.close()
+
+
+def _seat(seat: str | None, seats: list[str]) -> str:
+    """The seat named (or numbered) ``seat``; the first when None. ConfigError for another."""
+    if seat is None:
+        return seats[0]
+    if seat in seats:
+        return seat
+    if seat.isdigit() and int(seat) < len(seats):
+        return seats[int(seat)]
+    raise ConfigError(f"--seat {seat!r} is not a seat of this game; pick one of {seats} (or its index)")
+
+
+def _your_move(obs: Any, n: int, stdin: TextIO, out: Callable[[str], None], you: str) -> int | None:
+    """Your move of the ``n`` from ``stdin`` (asked again until legal: the observation's ``action_mask``, else
+    any); None at the end of the input."""
+    mask = np.asarray(obs["action_mask"], dtype=bool) if isinstance(obs, dict) and "action_mask" in obs \
+        else np.ones(n, dtype=bool)
+    legal = np.flatnonzero(mask).tolist()
+    out(board_text(obs, mask))
+    while True:
+        out(f"{you} (you, X): your move {legal}> ")
+        line = stdin.readline()
+        if not line:
+            return None
+        text = line.strip()
+        try:
+            move = int(text)
+        except ValueError:
+            move = None
+        if move in legal:
+            return move
+        out(f"illegal move {text!r}; legal moves: {legal}")

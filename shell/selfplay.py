@@ -1,0 +1,163 @@
+"""Self-play against a pool of past snapshots (``[selfplay]``; DESIGN.md, "Turns"): opponents that act and never
+learn.
+
+A turn-based game whose seats share their spaces is one lane: every seat of every copy is a row of the one
+policy. With ``selfplay.snapshot_every > 0``, a :class:`SnapshotPool` decides for each copy, game by game, who plays
+it: with probability ``selfplay.latest_prob`` the learner plays every seat (plain self-play, every seat learns);
+otherwise the learner plays one seat and a snapshot drawn uniformly from the pool plays the others. The learner's
+seat moves on by one from game to game in each copy. A snapshot's rows are acted on by the snapshot (a sample of
+its policy under the row's mask, with its own observation statistics) and are not ``valid`` for the learner, so
+they enter no update, no normaliser and no advantage (:func:`core.turn_gae` sees only the learner's turns). Every
+``snapshot_every`` updates the learner's weights join the pool (the oldest leaves past ``pool_size``); the pool
+starts with the initial policy. The pool, and where its random streams stand, is in every checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+
+from shell.config import SelfPlayConfig
+from shell.errors import ConfigError
+from shell.policies import ActorCritic
+
+__all__ = ["LATEST", "SnapshotPool", "check_selfplay"]
+
+LATEST = -1
+"""A copy's opponent when the learner plays every seat of it."""
+
+
+def check_selfplay(specs: dict, recurrent: bool) -> None:
+    """Refuse ``[selfplay]`` where a pool cannot play: the game must be one lane (seats that share their spaces),
+    turn-based, with two seats or more, and the policy feed-forward.
+
+    Raises:
+        ConfigError: one line naming what to use instead (the groups of a game whose seats differ in spaces).
+    """
+    if len(specs) > 1:
+        groups = {g: spec.agents for g, spec in specs.items()}
+        raise ConfigError(f"[selfplay] needs one policy for every seat, and this game's seats differ in spaces: they "
+                          f"form the groups {groups}; train them as these groups (each learns) without [selfplay]")
+    spec = next(iter(specs.values()))
+    if not spec.turns or not spec.agents or len(spec.agents) < 2:
+        raise ConfigError("[selfplay] serves turn-based games of two seats or more (env.backend = \"pettingzoo\" "
+                          "with an AEC game); set selfplay.snapshot_every = 0 for this env")
+    if recurrent:
+        raise ConfigError("[selfplay] plays snapshots of feed-forward policies; use policy.recurrent = \"none\"")
+
+
+class SnapshotPool:
+    """The opponents of one turn-based lane (see the module doc).
+
+    Args:
+        agent: the learner (read at :meth:`snapshot`, never changed).
+        cfg: the ``[selfplay]`` section.
+        seats: the S seats of a copy, in row order.
+        copies: the E copies; the lane's rows are ``E * S``, copy-major.
+        seed: the pool's seed (:func:`shell.seeding.pool_seed`).
+        device: where the rows are.
+
+    Attributes:
+        snapshots: the pool's players, oldest first: copies of the learner, frozen, in eval mode.
+        taken_at: the update after which each snapshot was taken (0: the initial policy).
+        opponent: ``[E]`` each copy's opponent in its current game (an index of :attr:`snapshots`, or
+            :data:`LATEST`).
+        learner_seat: ``[E]`` the seat the learner plays in each copy (every seat where the opponent is LATEST).
+    """
+
+    def __init__(self, agent: ActorCritic, cfg: SelfPlayConfig, seats: list[str], copies: int, seed: int,
+                 device: torch.device):
+        self.agent, self.cfg, self.seats, self.copies, self.device = agent, cfg, list(seats), copies, device
+        self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator(device).manual_seed(seed)
+        self.snapshots: list[ActorCritic] = []
+        self.taken_at: list[int] = []
+        self.snapshot(0)
+        self.learner_seat = np.arange(copies) % len(self.seats)
+        self.opponent = np.full(copies, LATEST)
+        self.restart()
+
+    # ------------------------------------------------------------------ the pool
+    def snapshot(self, update: int) -> None:
+        """Add the learner's current weights (and observation statistics) to the pool."""
+        player = copy.deepcopy(self.agent).eval().requires_grad_(False)
+        self.snapshots.append(player)
+        self.taken_at.append(update)
+        if len(self.snapshots) > self.cfg.pool_size:
+            self.snapshots.pop(0)
+            self.taken_at.pop(0)
+            # indices move down by one; a game against the snapshot that left goes on against the next oldest
+            self.opponent = np.where(self.opponent > 0, self.opponent - 1, self.opponent)
+
+    def after_update(self, update: int) -> None:
+        """Take a snapshot every ``snapshot_every`` updates."""
+        if update % self.cfg.snapshot_every == 0:
+            self.snapshot(update)
+
+    # ------------------------------------------------------------------ the games
+    def _draw(self, n: int) -> np.ndarray:
+        latest = self.rng.random(n) < self.cfg.latest_prob
+        return np.where(latest, LATEST, self.rng.integers(0, len(self.snapshots), n))
+
+    def restart(self) -> None:
+        """The envs were reset: every copy draws its opponent for its new game."""
+        self.opponent = self._draw(self.copies)
+
+    def games_ended(self, ended: torch.Tensor) -> None:
+        """``ended [E]`` bool: those copies start a new game: the learner moves to the next seat, and a new
+        opponent is drawn."""
+        done = ended.cpu().numpy().astype(bool)
+        if done.any():
+            self.learner_seat[done] = (self.learner_seat[done] + 1) % len(self.seats)
+            self.opponent[done] = self._draw(int(done.sum()))
+
+    @property
+    def learner_rows(self) -> torch.Tensor:
+        """``[E * S]`` bool: the rows the learner plays (and learns from)."""
+        S = len(self.seats)
+        seat = np.arange(S)[None, :]
+        mine = (self.opponent[:, None] == LATEST) | (seat == self.learner_seat[:, None])
+        return torch.as_tensor(mine.reshape(-1), device=self.device)
+
+    def act(self, obs: Any, actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``[E * S]`` the learner's ``actions`` in its rows, each snapshot's sampled move in the rows it plays
+        (under ``mask [E * S, A]``)."""
+        S = len(self.seats)
+        rows_of = np.repeat(self.opponent, S)
+        learner = self.learner_rows.cpu().numpy()
+        out = actions
+        for k in np.unique(rows_of[~learner]):
+            player = self.snapshots[int(k)]
+            theirs = player.act(obs, deterministic=False, generator=self.generator, action_mask=mask)
+            rows = torch.as_tensor((rows_of == k) & ~learner, device=actions.device)
+            out = torch.where(rows, theirs.to(actions.dtype), out)
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The snapshots' weights, when each was taken, each copy's game, and the random streams."""
+        return {"snapshots": [player.state_dict() for player in self.snapshots], "taken_at": list(self.taken_at),
+                "learner_seat": self.learner_seat.tolist(), "opponent": self.opponent.tolist(),
+                "rng": self.rng.bit_generator.state, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (a resumed run: the envs reset, so every copy draws a new game).
+
+        Raises:
+            ConfigError: a checkpoint without a pool (written without [selfplay]).
+        """
+        if state is None:
+            raise ConfigError("the checkpoint holds no self-play pool: it was written without [selfplay]")
+        self.snapshots = []
+        for weights in state["snapshots"]:
+            player = copy.deepcopy(self.agent).eval().requires_grad_(False)
+            player.load_state_dict(weights)
+            self.snapshots.append(player)
+        self.taken_at = list(state["taken_at"])
+        self.learner_seat = np.asarray(state["learner_seat"], dtype=np.int64)
+        self.opponent = np.asarray(state["opponent"], dtype=np.int64)
+        self.rng.bit_generator.state = state["rng"]
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,123 @@
+"""Evaluation opponents of turn-based games (``run.eval_opponents``: "random" and bots "module:function") and
+``ppo-core play`` (a game against the trained agent, moves on stdin); issue 36."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from shell.api import train
+from shell.config import load_config
+from shell.errors import ConfigError
+from shell.play import board_text
+
+from .conftest import ROOT
+from .test_turns import config
+
+BOTS = "tests.integration.game_bots"
+TICTACTOE = {"env.num_envs": 8, "ppo.num_steps": 16, "ppo.num_minibatches": 2, "ppo.update_epochs": 1,
+             "run.total_timesteps": 128, "run.loggers": []}
+
+
+def cli(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python main.py ARGS`` with ``stdin`` as its input."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=timeout)
+
+
+def test_every_opponent_is_played_seat_by_seat_and_the_mean_is_against_the_first(tmp_path):
+    """Duel's last mover (seat_0) wins whatever is played: against "random" and a uniform bot alike."""
+    cfg = config(**{"run.eval_episodes": 4, "run.eval_opponents": ["random", f"{BOTS}:uniform"]})
+    summary = train(config=cfg, run_dir=tmp_path / "run", progress=False).summary
+    expected = {"seat_0": {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 2},
+                "seat_1": {"win": 0.0, "draw": 0.0, "loss": 1.0, "games": 2}}
+    assert summary["eval_vs"] == {"random": expected, f"{BOTS}:uniform": expected}
+    assert summary["eval_episodes"] == 4  # the first opponent's games: eval_return_mean is over them
+
+
+def test_a_perfect_player_is_never_beaten_by_an_untrained_policy(tmp_path):
+    cfg = load_config("tictactoe", {**TICTACTOE, "run.eval_episodes": 20,
+                                    "run.eval_opponents": [f"{BOTS}:tictactoe_minimax", "random"]})
+    summary = train(config=cfg, run_dir=tmp_path / "run", progress=False).summary
+    perfect = summary["eval_vs"][f"{BOTS}:tictactoe_minimax"]
+    assert set(perfect) == {"player_1", "player_2"}
+    assert all(perfect[seat]["win"] == 0.0 and perfect[seat]["games"] == 10 for seat in perfect)
+    assert summary["eval_return_mean"] < 0  # against the first opponent: the perfect player
+    assert set(summary["eval_vs"]) == {f"{BOTS}:tictactoe_minimax", "random"}
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ("no_such_module_xyz:bot", "cannot import 'no_such_module_xyz'"),
+    (f"{BOTS}:missing", "has no 'missing'"),
+    (f"{BOTS}:not_a_function", "not a function"),
+    ("not a name", "neither \"random\" nor a bot"),
+])
+def test_an_opponent_that_cannot_be_imported_is_one_line_and_exit_2(tmp_path, entry, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        train(config=config(**{"run.eval_opponents": [entry]}), run_dir=tmp_path / "run", progress=False)
+    assert "\n" not in str(info.value)
+    if entry.startswith("no_such"):  # and from the command line: exit 2, before training
+        out = cli("--config", "tictactoe", "--run-dir", str(tmp_path / "cli"), "--set",
+                  f'run.eval_opponents=["{entry}"]', "--set", "run.loggers=[]")
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip().splitlines()[-1].startswith("error: run.eval_opponents entry")
+        assert not (tmp_path / "cli" / "checkpoints").exists()
+
+
+def test_a_bot_that_plays_an_illegal_move_is_a_training_error_naming_it(tmp_path):
+    out = cli("--config", "tictactoe", "--run-dir", str(tmp_path / "run"), "--total-timesteps", "128",
+              *[f"--set={k}={json.dumps(v)}" for k, v in TICTACTOE.items() if k != "run.total_timesteps"],
+              "--set", f'run.eval_opponents=["{BOTS}:illegal"]', "--set", "run.eval_episodes=2")
+    assert out.returncode == 1, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert f"'{BOTS}:illegal' played the illegal move" in last and "legal moves were" in last
+
+
+def test_the_board_is_drawn_from_the_observation_planes():
+    import numpy as np
+
+    planes = np.zeros((3, 3, 2), dtype=np.int8)
+    planes[1, 1, 0] = 1  # yours: the centre (move 4)
+    planes[0, 2, 1] = 1  # the agent's: move 2
+    mask = [1, 1, 0, 1, 0, 1, 1, 1, 1]
+    assert board_text({"observation": planes}, mask).splitlines() == [" 0  1  O", " 3  X  5", " 6  7  8"]
+    four = np.zeros((6, 7, 2), dtype=np.int8)
+    four[5, 3, 1] = 1
+    lines = board_text(four, [1] * 7).splitlines()
+    assert lines[5] == " .  .  .  O  .  .  ." and lines[6] == " 0  1  2  3  4  5  6"
+
+
+@pytest.fixture(scope="module")
+def tictactoe_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("play") / "run"
+    train(config=load_config("tictactoe", {**TICTACTOE, "run.eval_episodes": 0}), run_dir=run_dir, progress=False)
+    return run_dir
+
+
+def test_play_through_stdin_refuses_an_illegal_move_and_finishes_the_game(tictactoe_run):
+    """The human tries 9 (off the board) and "x", then the lowest free squares in turn: the game ends, and the
+    last line is the result."""
+    moves = "9\nx\n" + "\n".join(str(i) for i in range(9)) * 2 + "\n"
+    out = cli("play", str(tictactoe_run), "--seat", "player_2", stdin=moves)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert "illegal move '9'; legal moves: [" in out.stdout and "illegal move 'x'" in out.stdout
+    assert lines[0].startswith("player_1 (agent) plays ")  # the agent moves first: you are the second seat
+    result = json.loads(lines[-1])
+    assert result["seat"] == "player_2" and result["result"] in {"win", "draw", "loss"}
+    assert result["score"] == {"win": 1.0, "draw": 0.0, "loss": -1.0}[result["result"]]
+    assert 5 <= result["moves"] <= 9
+
+
+def test_play_ends_cleanly_at_the_end_of_the_input(tictactoe_run):
+    out = cli("play", str(tictactoe_run), stdin="4\n")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"seat": "player_1", "score": 0.0, "result": "unfinished", "moves": 2}
+    bad = cli("play", str(tictactoe_run), "--seat", "player_9")
+    assert bad.returncode == 2 and "pick one of ['player_1', 'player_2']" in bad.stderr.strip().splitlines()[-1]

@@ -1,0 +1,101 @@
+"""Self-play against a pool of past snapshots ([selfplay]; issue 36): snapshot opponents act and never learn, their
+rows enter no update, the pool comes back on --resume, and games the pool cannot play are refused in one line."""
+
+from __future__ import annotations
+
+import torch
+
+from shell.api import resume, train
+from shell.cli import main
+from shell.config import load_config
+from shell.errors import ConfigError
+from shell.runner import Trainer
+from shell.selfplay import LATEST, SnapshotPool
+
+from .test_turns import config
+
+POOL = {"selfplay.snapshot_every": 1, "selfplay.pool_size": 2, "selfplay.latest_prob": 0.25, "env.num_envs": 4,
+        "run.total_timesteps": 200, "run.eval_episodes": 2, "run.checkpoint_every": 1}
+
+
+def tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def test_snapshots_never_change_and_their_rows_enter_no_update(tmp_path, monkeypatch):
+    """Every snapshot keeps the weights and observation statistics it was taken with while the learner moves on;
+    at every step the rows stored as valid are the learner's (a snapshot's rows never are), and the learner
+    plays one seat of a copy against a snapshot, every seat against itself."""
+    seen: dict[int, dict[str, torch.Tensor]] = {}
+    steps: list[tuple[torch.Tensor, torch.Tensor]] = []
+    act = SnapshotPool.act
+
+    def recording_act(pool, obs, actions, mask):
+        steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone()))
+        return act(pool, obs, actions, mask)
+
+    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    trainer = Trainer(config(**POOL), tmp_path / "run", progress=False)
+    pool = trainer.lanes.pool
+    learner = trainer.lanes.only
+    initial = tensors(learner.agent)
+    try:
+        rows = trainer.env.reset(seed=0)
+        trainer.lanes.restart()
+        for update in range(1, 5):
+            steps.clear()
+            rows, _ = trainer.collect(rows)
+            valid = learner.storage.valid  # [T, N], after turn_gae dropped the incomplete moves
+            for t, (mine, opponent) in enumerate(steps):
+                assert not (valid[t] & ~mine).any(), t  # no snapshot row is a learner's transition
+                per_copy = mine.view(4, 2).sum(dim=1)
+                assert per_copy.tolist() == [2 if o == LATEST else 1 for o in opponent.tolist()], t
+            trainer.lanes.update()
+            trainer.lanes.after_update(update)
+            for taken, player in zip(pool.taken_at, pool.snapshots, strict=True):
+                seen.setdefault(taken, tensors(player))
+                assert all(torch.equal(seen[taken][k], v) for k, v in tensors(player).items()), taken
+                assert not any(p.requires_grad for p in player.parameters())
+        assert pool.taken_at == [3, 4] and len(seen) == 5  # the initial policy, then one per update
+        assert all(torch.equal(seen[0][k], v) for k, v in initial.items())  # the initial snapshot: the start
+        assert not all(torch.equal(initial[k], v) for k, v in tensors(learner.agent).items())  # the learner moved
+    finally:
+        trainer.env.close()
+
+
+def test_the_pool_is_saved_in_checkpoints_and_comes_back_on_resume(tmp_path):
+    run_dir = tmp_path / "run"
+    cfg = config(**{**POOL, "selfplay.pool_size": 3, "run.total_timesteps": 160})  # 4 updates of 40 moves
+    train(config=cfg, run_dir=run_dir, progress=False)
+    first = torch.load(sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=False)
+    assert first["selfplay"]["taken_at"] == [2, 3, 4]
+    result = resume(run_dir, total_timesteps=240, progress=False)
+    assert result.summary["updates"] == 6
+    last = torch.load(sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=False)
+    assert last["selfplay"]["taken_at"] == [4, 5, 6]  # a fresh pool would hold the resumed run's initial policy
+    old, new = first["selfplay"]["snapshots"][-1], last["selfplay"]["snapshots"][0]
+    assert all(torch.equal(old[k], new[k]) for k in old)
+
+
+def test_a_game_whose_seats_differ_in_spaces_is_refused_naming_the_groups(tmp_path, capsys):
+    cfg = config(**{"env.id": "tests.integration.turn_games:lopsided", "selfplay.snapshot_every": 5})
+    try:
+        train(config=cfg, run_dir=tmp_path / "run", progress=False)
+    except ConfigError as exc:
+        message = str(exc)
+    assert "\n" not in message and ": ['seat_0']" in message and ": ['seat_1']" in message
+    code = main(["--config", "tictactoe", "--run-dir", str(tmp_path / "cli"), "--set",
+                 "env.id=tests.integration.turn_games:lopsided", "--set", "selfplay.snapshot_every=5"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("error: [selfplay] needs one policy for every seat")
+
+
+def test_a_parallel_env_is_refused(tmp_path):
+    cfg = load_config("simple-spread", {"env.num_envs": 1, "env.vectorization_mode": "sync",
+                                        "selfplay.snapshot_every": 1})
+    try:
+        train(config=cfg, run_dir=tmp_path / "run", progress=False)
+    except ConfigError as exc:
+        assert "serves turn-based games" in str(exc) and "\n" not in str(exc)
+    else:
+        raise AssertionError("not refused")
