@@ -24,6 +24,7 @@ failure during training) instead of exiting.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +41,7 @@ from shell.distributed import Dist
 from shell.envs import check_config as check_env_config
 from shell.envs import factory_backend
 from shell.errors import ConfigError
-from shell.inference import Policy, read_checkpoint, require_env
+from shell.inference import Policy, load_policy, read_checkpoint, require_env
 from shell.runner import Trainer, prepare_run_dir
 from shell.stop import StopRequest
 from shell.tracking import check_loggers
@@ -214,6 +215,20 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
     return TrainResult(trainer.policy(), path, summary, config)
 
 
+def _finished_summary(run_dir: Path, state: Mapping[str, Any], config: Config) -> dict[str, Any] | None:
+    """The summary of a run that finished (its checkpoint holds every update of ``config``'s total and its
+    summary.json, not an interrupted one's, was written); None where a resume has something to do."""
+    if config.num_updates(state.get("world_size", 1)) > state["update"]:
+        return None
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):  # no summary yet (killed before it): the resume writes it
+        return None
+    if not isinstance(summary, dict) or summary.get("interrupted") or summary.get("updates") != state["update"]:
+        return None
+    return summary
+
+
 def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, device: str | None = None,
            env: Callable[[], gym.Env] | gym.vector.VectorEnv | None = None,
            eval_env: Callable[[], gym.Env] | None = None, callbacks: Sequence[Callback] = (),
@@ -225,6 +240,11 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
     exactly; the envs restart from a reset. metrics.csv is cut back to the checkpoint's update
     (shell/logs.py); temporary files of a checkpoint write that a kill interrupted are removed.
     A run trained on a factory or a ready vector env needs ``env`` again (the same kind).
+
+    A run that finished (every update of its total trained, its summary written) has nothing to resume:
+    ``resume`` returns its summary.json as it is, with one line on stderr saying so and how to train it
+    further (a larger ``total_timesteps``); nothing in the run dir changes. The CLI exits 0 then, as for
+    any resume that leaves the run complete (a retry loop after a preemption must not fail).
 
     Raises:
         ConfigError: no such run dir, no checkpoint in it, a corrupt one, fewer total steps than
@@ -242,6 +262,15 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
     if total_timesteps is not None and config.num_updates(state.get("world_size", 1)) < state["update"]:
         raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps "
                           f"({state['update']} updates); --total-timesteps {total_timesteps} is fewer")
+    finished = _finished_summary(run_dir, state, config)
+    if finished is not None:  # nothing to train: the run's own summary, and nothing on disk touched
+        if progress:
+            import sys
+
+            print(f"{run_dir} already finished: it trained {state['env_steps']} env steps ({state['update']} "
+                  f"updates) of run.total_timesteps = {config.run.total_timesteps}; to train it further, add "
+                  f"--total-timesteps N with N > {state['env_steps']}", file=sys.stderr)
+        return TrainResult(load_policy(path, env=env), run_dir, finished, config)
     source = None
     if env is not None:
         config, source, kind = _with_source(config, env)

@@ -17,6 +17,7 @@ The one path from a checkpoint file to an agent, which the ``eval`` and ``export
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,44 @@ class Policy:
             raise ValueError(f"action_mask: {exc}") from None
         return torch.as_tensor(mask, device=self.device)
 
+    def _batch(self, obs: Any) -> tuple[bool, Any, int]:
+        """One observation or a batch -> (whether it was one, the batch ``[N, ...]`` (a dict of them for a Dict
+        space), ``N``).
+
+        Raises:
+            ValueError: one line naming the shape expected and the shape given (a Dict: the key; a key that is
+                missing; keys that mix one observation and a batch, or batches of different sizes).
+        """
+        if not self.layout.is_dict:
+            obs = np.asarray(obs)
+            shape = tuple(self.observation_space.shape)
+            single = obs.shape == shape
+            if not single and obs.shape[1:] != shape:
+                raise ValueError(f"the observation has shape {list(obs.shape)}; this policy takes "
+                                 f"{_one_or_batch(shape)}")
+            return single, obs[None] if single else obs, 1 if single else len(obs)
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"this policy takes a dict of the observation keys {list(self.layout.parts)}, "
+                             f"not a {type(obs).__name__}")
+        missing = [key for key in self.layout.parts if key not in obs]
+        if missing:
+            raise ValueError(f"the observation has no key {missing[0]!r}; this policy takes the keys "
+                             f"{list(self.layout.parts)}")
+        parts = {key: np.asarray(obs[key]) for key in self.layout.parts}
+        shapes = {key: tuple(part.space.shape) for key, part in self.layout.parts.items()}
+        for key, shape in shapes.items():
+            if parts[key].shape != shape and parts[key].shape[1:] != shape:
+                raise ValueError(f"observation key {key!r} has shape {list(parts[key].shape)}; this policy takes "
+                                 f"{_one_or_batch(shape)}")
+        single = [parts[key].shape == shape for key, shape in shapes.items()]
+        if all(single):
+            return True, {key: value[None] for key, value in parts.items()}, 1
+        sizes = {key: len(value) for key, value in parts.items()}
+        if any(single) or len(set(sizes.values())) > 1:
+            raise ValueError(f"the observation's keys are not one observation nor one batch: their shapes are "
+                             f"{ {key: list(value.shape) for key, value in parts.items()} }")
+        return False, parts, len(next(iter(parts.values())))
+
     def act(self, obs: Any, deterministic: bool = True, episode_start: Any = None,
             generator: torch.Generator | None = None, action_mask: Any = None) -> np.ndarray:
         """Action(s) for one observation or a batch ``[N, ...]``, as numpy in the action space's
@@ -257,7 +296,8 @@ class Policy:
         as in the class docstring.
 
         Raises:
-            ValueError: see :meth:`_mask`.
+            ValueError: an observation of the wrong shape (one line naming the shape expected and the one given,
+                checked before the mask: :meth:`_batch`); a mask as in :meth:`_mask`.
         """
         return self._act_rows(obs, deterministic, episode_start, generator, action_mask)
 
@@ -268,17 +308,9 @@ class Policy:
         rows' are untouched (:class:`AgentsPolicy`, for the agents missing from a call). ``rows`` does not
         apply to a feed-forward policy, nor with ``episode_start``."""
         raw_obs = obs
-        if self.layout.is_dict:
-            obs = {key: np.asarray(obs[key]) for key in self.layout.parts}
-            single = all(obs[key].shape == tuple(p.space.shape) for key, p in self.layout.parts.items())
-            batch = {key: value[None] for key, value in obs.items()} if single else obs
-        else:
-            obs = np.asarray(obs)
-            single = obs.shape == tuple(self.observation_space.shape)
-            batch = obs[None] if single else obs
+        single, batch, n = self._batch(obs)
         tensor = to_tensor(batch, self.layout, self.device)
-        n = len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
-        mask = self._mask(raw_obs, action_mask, single, n)
+        mask = self._mask(raw_obs, action_mask, single, n)  # after the observation's check: a wrong one is named
         with torch.inference_mode():
             if not self.recurrent:
                 return_action = self.agent.act(tensor, deterministic, generator, action_mask=mask)
@@ -303,6 +335,11 @@ class Policy:
                 self._start = self._start.index_fill(0, index, False)
             action = to_env_action(return_action, self.action_space)
         return action[0] if single else action
+
+
+def _one_or_batch(shape: tuple[int, ...]) -> str:
+    """``"[4] (one observation) or [N, 4] (a batch)"``: the observation shapes a policy takes, for a message."""
+    return f"{list(shape)} (one observation) or [{', '.join(['N', *map(str, shape)])}] (a batch)"
 
 
 def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any = None) -> Policy | AgentsPolicy:

@@ -23,7 +23,7 @@ from shell.checkpointer import Checkpointer
 from shell.config import Config, dump_toml
 from shell.devices import resolve_device
 from shell.distributed import Dist
-from shell.envs import Rows, check_eval_env, make_lanes
+from shell.envs import Rows, check_eval_env, make_lanes, masks
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import EvalResult, eval_fields, evaluate, resolve_opponents
 from shell.faults import kill_point
@@ -367,7 +367,8 @@ class Trainer:
     def _start(self) -> dict[str | None, Rows]:
         """Reset the envs for the loop with seeds of this rank and update count (a fresh run: update 0; a
         resumed one: its own, so a resume never replays a stream; :func:`shell.seeding.train_seeds`); callbacks
-        with ``on_train_start`` run first (every rank: restored curriculum state reaches the new envs)."""
+        with ``on_train_start`` run first (every rank: restored curriculum state reaches the new envs). Then one
+        line on stderr says where the action masks come from (:func:`shell.envs.masks.announce`)."""
         run = self.config.run
         for callback in self.callbacks:
             if callable(getattr(callback, "on_train_start", None)):
@@ -375,6 +376,11 @@ class Trainer:
         rows = self.env.reset(seed=train_seeds(run.seed, run.seed_scheme, self.config.env.num_envs, self.dist.rank,
                                                self.dist.world_size, self.update))
         self.lanes.restart()
+        # -- say where the action masks come from (or that none were found), above the progress bar
+        line = masks.announce(self.config.env.action_mask, self.env.mask_sources(),
+                              {name: spec.action_space for name, spec in self.env.lanes.items()})
+        if line is not None and self.dist.is_main and self.progress:
+            tqdm.write(line, file=sys.stderr)
         return rows
 
     def _learning_rate(self) -> float:

@@ -463,15 +463,17 @@ class GymVecEnv:
         """Read, check and keep the masks of the observation just returned (see the class docstring).
 
         Raises:
-            ConfigError: at a reset, a mask of the wrong shape, dtype or values, or no mask where one is asked.
+            ConfigError: at a reset, a mask of the wrong shape, dtype or values, no mask where one is asked, or
+                "auto" that finds a near miss of a convention (``info["action_masks"]``: shell.envs.masks.near_miss).
             TrainingError: the same at a step; a sub-env with no legal action; the env's method raised.
         """
-        # "auto": the first reset decides whether info carries masks
-        source = self.mask_source = masks.settle_source(self.mask_source, info)
-        if source is None:
-            return
         try:
-            raw = masks.read_mask(source, obs, info, self._vector)
+            # "auto": the first reset decides whether info carries masks, and refuses a near miss
+            source = self.mask_source = masks.settle_source(self.mask_source, info, self.action_space,
+                                                            self.observation_space, self._vector)
+            if source is None:
+                return
+            raw = masks.read_mask(source, obs, info, self._vector, action_space=self.action_space)
             ignored = self._pending if self.next_step else None  # a dummy step ignores the action and its mask
             mask = masks.check_mask(raw, self.num_envs, self.action_space, ignored=ignored, row="sub-env {}".format,
                                     where=masks.moment(at_reset, self._steps))

@@ -16,6 +16,9 @@ Three conventions are in use, chosen by ``env.action_mask`` (default ``"auto"``)
 ``"auto"`` takes ``"obs"`` when the observation space is a Dict with that key, else ``"method"``
 when the env has ``action_masks``, else ``"info"`` when the first reset's info holds
 ``"action_mask"``, else none. Masks are only for Discrete, MultiDiscrete and MultiBinary actions.
+A near miss that "auto" would otherwise pass over in silence (``info["action_masks"]``, an observation key
+``"legal_actions"`` of the mask's size, a method ``action_mask()``: :func:`near_miss`) is refused with a
+did-you-mean, and :func:`announce` is the start-up line saying what was found.
 
 Layout of one sub-env's mask (True = legal):
 
@@ -29,8 +32,8 @@ trainer ``[N, A]`` bool tensors on the device.
 The functions every caller goes through:
 
 - :func:`resolve_source` (at construction) and :func:`settle_source` (at the first reset): the one
-  resolver of the convention. What a backend does not offer is data it passes (``refused``; no
-  ``vector_env``: no ``"method"``), not a resolver of its own;
+  resolver of the convention, refusing near misses (:func:`near_miss`). What a backend does not offer is data
+  it passes (``refused``; no ``vector_env``: no ``"method"``), not a resolver of its own;
 - :func:`read_mask`: the raw mask of one reset or step, by the convention;
 - :func:`check_mask`: the one checker (shape, dtype and values -> ``[N, A]`` bool; a row with no legal
   action is a :class:`NoLegalAction` naming the row and, with :func:`moment`, when), with
@@ -42,6 +45,7 @@ The masked maths itself (logits, log-probabilities, entropies) is pure and lives
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -54,6 +58,18 @@ MASK_KEY = "action_mask"
 METHOD = "action_masks"
 SOURCES = ("auto", "none", "info", "obs", "method")
 PENDING_INFO = "auto-info"  # "auto" that found neither key nor method: decided by the first reset's info
+#: how each convention names the mask, in messages
+WHERE = {"info": f"info[{MASK_KEY!r}]", "obs": f"obs[{MASK_KEY!r}]", "method": f"{METHOD}()"}
+# Near misses (:func:`near_miss`), compared in lower case with letters only. A name one edit from the expected
+# one is a near miss whatever it holds; one of these others (other libraries' names) only where its size fits.
+_OTHER_KEYS = frozenset({"mask", "masks", "actionsmasks", "legalactions", "legalactionmask", "legalactionsmask",
+                         "legalmoves", "legalmask", "validactions", "validactionmask", "validactionsmask",
+                         "validmask", "availableactions", "availableactionsmask", "availactions",
+                         "availactionsmask"})
+#: near misses of ``action_masks()`` asked of the sub-envs, in order
+_NEAR_METHODS = ("action_mask", "actions_mask", "actionMasks", "actionMask", "get_action_mask", "get_action_masks",
+                 "valid_action_mask", "legal_action_mask", "get_avail_actions", "get_legal_actions", "legal_actions",
+                 "valid_actions")
 
 
 class MaskError(ValueError):
@@ -145,30 +161,177 @@ def resolve_source(setting: str, action_space: spaces.Space, observation_space: 
             return "method"
         return PENDING_INFO
     if setting == "obs" and not has_mask_key(observation_space):
+        near = _near_key(_subspaces(observation_space), action_space)
         raise MaskError(f"env.action_mask = 'obs' needs a Dict observation with key {MASK_KEY!r}; {observation} "
-                        f"is {observation_space}")
+                        f"is {observation_space}{_did_you_mean(near)}")
     if setting == "method" and not (vector_env is not None and has_method(vector_env)):
-        raise MaskError(f"env.action_mask = 'method' needs an {METHOD}() method on the env; it has none")
+        near = _near_method(vector_env)
+        raise MaskError(f"env.action_mask = 'method' needs an {METHOD}() method on the env; it has none"
+                        f"{_did_you_mean(near and near + '()', METHOD + '()')}")
     return setting
 
 
-def settle_source(source: str | None, first_info: Mapping[str, Any] | None) -> str | None:
+def settle_source(source: str | None, first_info: Mapping[str, Any] | None, action_space: spaces.Space | None = None,
+                  observation_space: spaces.Space | None = None, vector_env: Any = None) -> str | None:
     """The convention once the first reset's info is known: :data:`PENDING_INFO` becomes ``"info"`` when
     ``first_info`` (the vector env's info; PettingZoo: the first agent's) holds :data:`MASK_KEY`, else None;
-    any other source is returned as it is."""
+    any other source is returned as it is.
+
+    Args:
+        source: what :func:`resolve_source` returned.
+        first_info: the first reset's info.
+        action_space, observation_space, vector_env: as :func:`resolve_source` had them; given (the action
+            space at least), a None is first checked for near misses (:func:`near_miss`).
+
+    Raises:
+        MaskError: "auto" found no mask but a near miss (one line with a did-you-mean).
+    """
     if source != PENDING_INFO:
         return source
-    return "info" if first_info and MASK_KEY in first_info else None
+    if first_info and MASK_KEY in first_info:
+        return "info"
+    if action_space is not None:
+        miss = near_miss(action_space, first_info, observation_space, vector_env)
+        if miss is not None:
+            raise MaskError(miss)
+    return None
+
+
+def near_miss(action_space: spaces.Space, info: Mapping[str, Any] | None, observation_space: spaces.Space | None,
+              vector_env: Any = None) -> str | None:
+    """What "auto" would pass over in silence, as a one-line refusal with a did-you-mean; None: nothing.
+
+    A near miss is an info key or a Dict observation key one edit from ``"action_mask"`` (``"action_masks"``,
+    ``"actionMask"``), or another library's name for a mask (``"legal_actions"``, ``"valid_action_mask"``,
+    ``"avail_actions"``, ``"mask"``) whose size is the mask's; or a method one edit from ``action_masks``
+    (``action_mask()``) or another library's (``valid_action_mask()``, ``get_avail_actions()``).
+
+    Args:
+        action_space: one sub-env's (agent's) action space (the mask's size ``A``).
+        info: the first reset's info (batched values: ``[N, A]``), or None.
+        observation_space: one sub-env's (agent's) observation space, or None.
+        vector_env: the vector env asked for the methods (``call("has_wrapper_attr", name)``), or None.
+    """
+    if mask_size(action_space) is None:
+        return None
+    unmasked = "env.action_mask = 'none' trains unmasked"
+    key = _near_key({k: v for k, v in (info or {}).items() if isinstance(k, str) and not k.startswith("_")},
+                    action_space)
+    if key is not None:
+        return (f"info has {key!r}, not {MASK_KEY!r}: did you mean {WHERE['info']} (env.action_mask = 'info')? "
+                f"{unmasked}")
+    key = _near_key(_subspaces(observation_space), action_space)
+    if key is not None:
+        return (f"the observation has key {key!r}, not {MASK_KEY!r}: did you mean {WHERE['obs']} "
+                f"(env.action_mask = 'obs')? {unmasked}")
+    method = _near_method(vector_env)
+    if method is not None:
+        return (f"the env has {method}(), not {METHOD}(): did you mean {WHERE['method']} (env.action_mask = "
+                f"'method')? {unmasked}")
+    return None
+
+
+def announce(setting: str, sources: Mapping[Any, str | None], action_spaces: Mapping[Any, spaces.Space]) -> str | None:
+    """The start-up line saying where a run's action masks come from, or that none were found: ``"action masks:
+    info['action_mask'] (env.action_mask = 'auto')"``; per lane (group) where lanes differ. None where no
+    lane's action space takes a mask, or for ``env.action_mask = "none"``.
+
+    Args:
+        setting: ``env.action_mask``.
+        sources: each lane's settled source (``LaneEnv.mask_sources()``, after the first reset).
+        action_spaces: each lane's action space, keyed as ``sources``.
+    """
+    lanes = [name for name in sources if mask_size(action_spaces[name]) is not None]
+    if setting == "none" or not lanes:
+        return None
+
+    def said(source: str | None) -> str:
+        return WHERE.get(source or "", f"none found (no {WHERE['obs']}, {WHERE['method']} or {WHERE['info']}), "
+                                       "training unmasked")
+
+    if len({sources[name] for name in lanes}) == 1:
+        found = said(sources[lanes[0]])
+    else:
+        found = "; ".join(f"group {name!r}: {said(sources[name])}" for name in lanes)
+    return f"action masks: {found} (env.action_mask = {setting!r})"
+
+
+def _letters(name: str) -> str:
+    return re.sub(r"[^a-z]", "", name.lower())
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by at most one insertion, deletion, substitution or swap of neighbours."""
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+
+
+def _size_fits(value: Any, size: int) -> bool:
+    """Whether ``value`` (a space or a value) could hold masks of ``size`` (rows of it)."""
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        try:
+            shape = np.shape(value)
+        except Exception:
+            return False
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 0
+    return count > 0 and count % size == 0
+
+
+def _near_key(keys: Mapping[str, Any], action_space: spaces.Space) -> str | None:
+    """The first of ``keys`` (name -> value or space) that is a near miss of :data:`MASK_KEY` (:func:`near_miss`)."""
+    size = mask_size(action_space)
+    for key, value in keys.items():
+        name = _letters(key)
+        if key != MASK_KEY and (_one_edit(name, _letters(MASK_KEY))
+                                or (name in _OTHER_KEYS and size is not None and _size_fits(value, size))):
+            return key
+    return None
+
+
+def _subspaces(space: spaces.Space | None) -> dict[str, spaces.Space]:
+    return {k: v for k, v in space.spaces.items() if isinstance(k, str)} if isinstance(space, spaces.Dict) else {}
+
+
+def _near_method(vector_env: Any) -> str | None:
+    """The first near miss of :data:`METHOD` that the sub-envs have (:func:`near_miss`); None without a vector env."""
+    if vector_env is None:
+        return None
+    for name in _NEAR_METHODS:
+        try:
+            if vector_env.call("has_wrapper_attr", name)[0]:
+                return name
+        except Exception:  # as in has_method: a vector env that cannot say
+            return None
+    return None
+
+
+def _did_you_mean(found: str | None, expected: str = repr(MASK_KEY)) -> str:
+    """`` (it has 'action_masks': did you mean 'action_mask'?)`` for a key (a method: ``found`` and ``expected``
+    written as they are), or nothing where ``found`` is None."""
+    if found is None:
+        return ""
+    return f" (it has {found if found.endswith('()') else repr(found)}: did you mean {expected}?)"
 
 
 def read_mask(source: str, obs: Any, info: Mapping[str, Any], vector_env: Any = None, *,
-              whose_info: str = "the env's info") -> Any:
+              whose_info: str = "the env's info", action_space: spaces.Space | None = None) -> Any:
     """The raw batched mask of one reset or step (PettingZoo: of one agent), as the convention gives it.
 
     Args:
         source: ``"obs"`` (``obs[MASK_KEY]``), ``"info"`` (``info[MASK_KEY]``) or ``"method"`` (``action_masks()``
             of every sub-env of ``vector_env``, stacked).
         whose_info: what ``info`` is called in a message.
+        action_space: one row's action space: an info without the key is searched for a near miss (the message
+            then has a did-you-mean).
 
     Raises:
         MaskError: the convention finds no mask (info without the key, a sub-env without it).
@@ -179,8 +342,10 @@ def read_mask(source: str, obs: Any, info: Mapping[str, Any], vector_env: Any = 
     if source == "method":
         return np.stack([np.asarray(m) for m in vector_env.call(METHOD)])
     if info.get(MASK_KEY) is None:
+        keys = [str(k) for k in info if not str(k).startswith("_")]
+        near = _near_key({k: info[k] for k in keys if k in info}, action_space) if action_space is not None else None
         raise MaskError(f"env.action_mask = 'info': {whose_info} has no {MASK_KEY!r} key "
-                        f"(info keys: {sorted(str(k) for k in info if not str(k).startswith('_'))})")
+                        f"(info keys: {sorted(keys)}){_did_you_mean(near)}")
     present = info.get(f"_{MASK_KEY}")
     if present is not None and not np.all(present):
         missing = int(np.flatnonzero(~np.asarray(present, dtype=bool))[0])

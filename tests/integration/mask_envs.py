@@ -8,7 +8,11 @@ Usable as ``tests.integration.mask_envs:NAME`` (registered on import), with ``en
   (MultiBinary(4));
 - ``no_legal_at``: the step (counted over the env's life, across episodes) whose mask has no legal
   action (an env bug);
-- ``bad_mask``: ``"shape"`` or ``"dtype"``: masks of the wrong shape or dtype from the start.
+- ``bad_mask``: ``"shape"`` or ``"dtype"``: masks of the wrong shape or dtype from the start;
+- ``drop_mask_at``: the step (counted over the env's life) from which info holds no mask (``"info"`` only);
+- ``mask_name``: the info or observation key the mask is given under (a near miss: ``"action_masks"``); with
+  ``convention = "method"``, the method's name (``"action_mask"``; default: the key ``"action_mask"``, the method
+  ``action_masks``).
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ class MaskedPickEnv(gym.Env):
     """
 
     def __init__(self, convention: str = "info", space: str = "discrete", no_legal_at: int | None = None,
-                 bad_mask: str | None = None, length: int = 16):
+                 bad_mask: str | None = None, length: int = 16, mask_name: str = "action_mask",
+                 drop_mask_at: int | None = None):
         self.convention, self.kind, self.no_legal_at, self.bad_mask, self.length = (
             convention, space, no_legal_at, bad_mask, length)
+        self.mask_name, self.drop_mask_at = mask_name, drop_mask_at
         if space == "discrete":
             self.action_space = spaces.Discrete(6)
             self.sizes, self.mask_len = [6], 6
@@ -45,7 +51,7 @@ class MaskedPickEnv(gym.Env):
             self.sizes, self.mask_len = [], 4
         vector = spaces.Box(0.0, 1.0, (self.mask_len,), np.float32)
         if convention == "obs":
-            self.observation_space = spaces.Dict({"target": vector, "action_mask": spaces.MultiBinary(self.mask_len)})
+            self.observation_space = spaces.Dict({"target": vector, mask_name: spaces.MultiBinary(self.mask_len)})
         else:
             self.observation_space = vector
         self.t = 0
@@ -81,12 +87,13 @@ class MaskedPickEnv(gym.Env):
 
     def _obs(self):
         if self.convention == "obs":
-            return {"target": self.vector.copy(), "action_mask": self._mask_out().astype(np.int8)
+            return {"target": self.vector.copy(), self.mask_name: self._mask_out().astype(np.int8)
                     if self.bad_mask != "dtype" else self._mask_out()}
         return self.vector.copy()
 
     def _info(self) -> dict:
-        return {"action_mask": self._mask_out()} if self.convention == "info" else {}
+        dropped = self.drop_mask_at is not None and self.total >= self.drop_mask_at
+        return {self.mask_name: self._mask_out()} if self.convention == "info" and not dropped else {}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -134,9 +141,20 @@ class MaskedPickMethodEnv(MaskedPickEnv):
         return self._mask_out()
 
 
-def make_masked_pick(convention: str = "info", **kwargs) -> MaskedPickEnv:
-    cls = MaskedPickMethodEnv if convention == "method" else MaskedPickEnv
-    return cls(convention=convention, **kwargs)
+class MaskedPickNamedMethodEnv(MaskedPickEnv):
+    """:class:`MaskedPickEnv` with its masks from a method of another name (``mask_name``: a near miss)."""
+
+    def __init__(self, mask_name: str, **kwargs):
+        super().__init__(convention="method", mask_name=mask_name, **kwargs)
+        setattr(self, mask_name, self._mask_out)
+
+
+def make_masked_pick(convention: str = "info", mask_name: str | None = None, **kwargs) -> MaskedPickEnv:
+    if convention == "method":
+        if mask_name not in (None, "action_masks"):
+            return MaskedPickNamedMethodEnv(mask_name, **kwargs)
+        return MaskedPickMethodEnv(convention="method", **kwargs)
+    return MaskedPickEnv(convention=convention, mask_name=mask_name or "action_mask", **kwargs)
 
 
 class CueChoiceEnv(gym.Env):

@@ -295,3 +295,38 @@ def test_resume_refuses_an_env_of_other_spaces_and_closes_it(tmp_path, monkeypat
         shell.resume(run, 64, env=WiderMatchSign, progress=False)
     assert closed == [True]
     assert shell.resume(run, 64, env=MatchSign, progress=False).summary["env_steps"] == 64
+
+
+def test_an_observation_of_the_wrong_shape_is_one_line_naming_both_shapes_checked_before_the_mask():
+    """It used to be torch's 'mat1 and mat2 shapes cannot be multiplied', and with a mask, a complaint about the
+    mask (issue 39)."""
+    from shell.config import PolicyConfig
+    from shell.inference import Policy
+    from shell.policies import ActorCritic
+
+    box = spaces.Box(-1.0, 1.0, (4,), np.float32)
+    agent = ActorCritic(4, spaces.Discrete(3), PolicyConfig(hidden_sizes=[8]))
+    policy = Policy(agent, box)
+    assert policy(np.zeros(4, np.float32)).shape == () and policy(np.zeros((2, 4), np.float32)).shape == (2,)
+    for obs, given in ((np.zeros(3, np.float32), [3]), (np.zeros((2, 3), np.float32), [2, 3]),
+                       (np.zeros((2, 2, 4), np.float32), [2, 2, 4]), (np.float32(0.0), [])):
+        with pytest.raises(ValueError) as info:
+            policy(obs)
+        assert str(info.value) == (f"the observation has shape {given}; this policy takes [4] (one observation) or "
+                                   "[N, 4] (a batch)"), str(info.value)
+    agent.action_mask_source = "info"  # a masked policy given a wrong observation and a right mask
+    with pytest.raises(ValueError, match=r"^the observation has shape \[3\]; this policy takes \[4\]"):
+        policy(np.zeros(3, np.float32), action_mask=np.ones(3, bool))
+    keyed = spaces.Dict({"pos": box, "image": spaces.Box(0, 255, (2, 5, 5), np.uint8)})
+    dict_agent = ActorCritic(keyed, spaces.Discrete(3), PolicyConfig(hidden_sizes=[8]))
+    dict_policy = Policy(dict_agent, keyed)
+    good = {"pos": np.zeros(4, np.float32), "image": np.zeros((2, 5, 5), np.uint8)}
+    assert dict_policy(good).shape == ()
+    with pytest.raises(ValueError) as info:
+        dict_policy({**good, "pos": np.zeros(5, np.float32)})
+    assert str(info.value) == ("observation key 'pos' has shape [5]; this policy takes [4] (one observation) or "
+                               "[N, 4] (a batch)")
+    with pytest.raises(ValueError, match=r"^the observation has no key 'image'; this policy takes the keys"):
+        dict_policy({"pos": good["pos"]})
+    with pytest.raises(ValueError, match=r"^the observation's keys are not one observation nor one batch"):
+        dict_policy({**good, "pos": np.zeros((2, 4), np.float32)})

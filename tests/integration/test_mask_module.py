@@ -305,3 +305,95 @@ def test_require_mask_is_the_one_check_for_inference_and_evaluation():
     assert str(from_eval.value) == stem + "the evaluation env 'CartPole-v1' gives none"
     for exc in (from_policy.value, from_eval.value):
         assert "\n" not in str(exc)
+
+
+# ----------------------------------------------------------------------------- near misses (issue 39)
+NEAR_MISSES = [  # (env.kwargs of MaskedPick, the did-you-mean the one line holds)
+    (dict(convention="info", mask_name="action_masks"),
+     "info has 'action_masks', not 'action_mask': did you mean info['action_mask'] (env.action_mask = 'info')?"),
+    (dict(convention="info", mask_name="legal_actions"),
+     "info has 'legal_actions', not 'action_mask': did you mean info['action_mask'] (env.action_mask = 'info')?"),
+    (dict(convention="obs", mask_name="action_masks"),
+     "the observation has key 'action_masks', not 'action_mask': did you mean obs['action_mask'] "
+     "(env.action_mask = 'obs')?"),
+    (dict(convention="obs", mask_name="actionMask"),
+     "the observation has key 'actionMask', not 'action_mask': did you mean obs['action_mask'] "
+     "(env.action_mask = 'obs')?"),
+    (dict(convention="method", mask_name="action_mask"),
+     "the env has action_mask(), not action_masks(): did you mean action_masks() (env.action_mask = 'method')?"),
+    (dict(convention="method", mask_name="valid_action_mask"),
+     "the env has valid_action_mask(), not action_masks(): did you mean action_masks() (env.action_mask = 'method')?"),
+]
+
+
+@pytest.mark.parametrize("kwargs,needle", NEAR_MISSES)
+def test_auto_refuses_a_near_miss_at_the_first_reset_in_one_line_with_a_did_you_mean(kwargs, needle):
+    """A mask under a near-miss name used to train unmasked without a word; now the first reset is a ConfigError
+    (exit 2) naming what was found, the expected name and the env.action_mask settings."""
+    env = make_env(load_config("cartpole").env, torch.device("cpu"),
+                   source=gym.vector.SyncVectorEnv([lambda: make_masked_pick(**kwargs)] * 2))
+    try:
+        with pytest.raises(ConfigError) as info:
+            env.reset(seed=0)
+    finally:
+        env.close()
+    line = str(info.value)
+    assert needle in line and "env.action_mask = 'none' trains unmasked" in line and "\n" not in line, line
+    assert line.startswith("env ") and len(line) <= 200, line
+
+
+def test_a_name_that_is_only_like_a_mask_is_no_near_miss_unless_its_size_fits():
+    """Another library's name ('mask', 'legal_actions') counts only where its size is the mask's; a name one edit
+    from 'action_mask' counts whatever it holds; real observation keys are no near misses."""
+    d3 = spaces.Discrete(3)
+    assert masks.near_miss(d3, {"mask": np.ones((2, 5))}, None) is None  # a mask of another size: not ours
+    assert "'mask'" in masks.near_miss(d3, {"mask": np.ones((2, 3), bool), "_mask": np.ones(2, bool)}, None)
+    assert "'action_maks'" in masks.near_miss(d3, {"action_maks": np.ones((2, 7))}, None)  # a typo, any size
+    keyed = spaces.Dict({"observation": BOX, "action": spaces.Discrete(3), "attention_mask": spaces.MultiBinary(4)})
+    assert masks.near_miss(d3, {"episode": {}, "_episode": np.ones(2, bool)}, keyed) is None
+    assert masks.near_miss(BOX, {"action_masks": np.ones((2, 3))}, None) is None  # Box actions take no mask
+    # the explicit conventions name the near miss too
+    with pytest.raises(masks.MaskError, match=r"\(it has 'action_masks': did you mean 'action_mask'\?\)"):
+        masks.resolve_source("obs", d3, spaces.Dict({"x": BOX, "action_masks": spaces.MultiBinary(3)}))
+    with pytest.raises(masks.MaskError, match=r"\(it has 'action_masks': did you mean 'action_mask'\?\)"):
+        masks.read_mask("info", None, {"action_masks": np.ones((2, 3))}, action_space=d3)
+    named = gym.vector.SyncVectorEnv([lambda: make_masked_pick("method", mask_name="action_mask")] * 2)
+    try:
+        with pytest.raises(masks.MaskError, match=r"\(it has action_mask\(\): did you mean action_masks\(\)\?\)"):
+            masks.resolve_source("method", d3, BOX, vector_env=named)
+    finally:
+        named.close()
+
+
+class NearMissRelay(Relay):
+    """:class:`Relay` whose agents give their masks as ``info["action_masks"]`` (a near miss)."""
+
+    def __init__(self):
+        super().__init__(mask="info")
+
+    def _info(self) -> dict:
+        return {agent: {"action_masks": info["action_mask"]} for agent, info in super()._info().items()}
+
+
+def test_the_pettingzoo_backend_refuses_the_same_near_miss():
+    env = make_env(pettingzoo_cfg(), torch.device("cpu"), source=NearMissRelay)
+    try:
+        with pytest.raises(ConfigError) as info:
+            env.reset(seed=0)
+    finally:
+        env.close()
+    assert NEAR_MISSES[0][1] in str(info.value)
+
+
+def test_the_start_up_line_says_which_convention_was_found_or_that_none_was():
+    d3 = spaces.Discrete(3)
+    assert masks.announce("auto", {None: "info"}, {None: d3}) == \
+        "action masks: info['action_mask'] (env.action_mask = 'auto')"
+    assert masks.announce("auto", {None: None}, {None: d3}) == (
+        "action masks: none found (no obs['action_mask'], action_masks() or info['action_mask']), training "
+        "unmasked (env.action_mask = 'auto')")
+    assert masks.announce("method", {"a": "method", "b": None}, {"a": d3, "b": d3}) == (
+        "action masks: group 'a': action_masks(); group 'b': none found (no obs['action_mask'], action_masks() or "
+        "info['action_mask']), training unmasked (env.action_mask = 'method')")
+    assert masks.announce("auto", {None: None}, {None: BOX}) is None  # Box actions: nothing to say
+    assert masks.announce("none", {None: None}, {None: d3}) is None

@@ -76,6 +76,7 @@ def test_each_convention_trains_through_main_without_one_illegal_action(main, tm
 def test_explicit_convention_agrees_and_a_convention_that_finds_no_mask_is_exit_2(main, tmp_path):
     ok = pick(main, tmp_path, "info", "discrete", steps=256, setting='"info"')
     assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "action masks: info['action_mask'] (env.action_mask = 'info')" in ok.stderr.splitlines()  # at start-up
     for i, setting in enumerate(('"method"', '"obs"')):  # the env gives info masks only
         proc = main("--config", "cartpole", "--set", f'env.id="{PICK}"', "--set", f"env.action_mask={setting}",
                     "--total-timesteps", "256", "--run-dir", str(tmp_path / f"bad{i}"), *FAST)
@@ -87,6 +88,16 @@ def test_explicit_convention_agrees_and_a_convention_that_finds_no_mask_is_exit_
     box = main("--config", "pendulum", "--set", 'env.action_mask="info"', "--total-timesteps", "256",
                "--run-dir", str(tmp_path / "pendulum"))
     assert box.returncode == 2 and "Discrete, MultiDiscrete or MultiBinary" in last_line(box.stderr)
+
+
+def test_a_near_miss_under_auto_is_exit_2_with_a_did_you_mean_not_an_unmasked_run(main, tmp_path):
+    """info["action_masks"] (sb3-contrib's method name as an info key) used to train unmasked without a word."""
+    proc = pick(main, tmp_path, "info", "discrete", steps=256, mask_name="action_masks")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = last_line(proc.stderr)
+    assert line == ("error: env MaskedPick-v0: info has 'action_masks', not 'action_mask': did you mean "
+                    "info['action_mask'] (env.action_mask = 'info')? env.action_mask = 'none' trains unmasked"), line
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("bad", ["shape", "dtype"])
@@ -106,6 +117,22 @@ def test_a_state_with_no_legal_action_is_exit_1_naming_sub_env_and_step_and_keep
     assert "sub-env 0 has no legal action at vector step 100" in line, line
     assert "last good checkpoint" in line and "Traceback" not in proc.stderr
     assert len(list((tmp_path / "run" / "checkpoints").glob("ckpt_*.pt"))) == 1
+
+
+def test_a_mask_that_disappears_after_reset_is_a_training_fault_and_the_page_says_so(main, tmp_path):
+    """Found on a step, not at start-up: exit 1 naming the env and the vector step (no checkpoint yet); the Action
+    masks page used to promise exit 2 at start-up for it."""
+    proc = pick(main, tmp_path, "info", "discrete", steps=256, drop_mask_at=1)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    line = last_line(proc.stderr)
+    assert line == ("error: env MaskedPick-v0: env.action_mask = 'info': the env's info has no 'action_mask' key "
+                    "(info keys: []) (at vector step 1); no checkpoint was written yet"), line
+    assert "Traceback" not in proc.stderr
+    page = (ROOT / "docs" / "guides" / "action-masks.md").read_text()
+    errors = page.split("## Errors", 1)[1].split("\n## ", 1)[0]
+    (bullet,) = [b for b in errors.split("\n- ") if "disappears after the first reset" in b]
+    assert "exit\n  code 1" in bullet or "exit code 1" in bullet, bullet
+    assert "exit code 2" not in bullet and line.replace("MaskedPick-v0", "MyEnv-v0") in bullet
 
 
 def test_an_all_true_mask_gives_bit_identical_results_to_an_unmasked_run(tmp_path):

@@ -214,6 +214,24 @@ def test_resume_continues_counters_and_schedule(tmp_path, main):
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+def test_resume_of_a_finished_run_says_so_and_how_to_extend_it_and_changes_nothing(tmp_path, main):
+    """It used to re-save the last checkpoint, evaluate again and reprint a summary without a word (issue 39)."""
+    run = tmp_path / "run"
+    first = main("--config", "pendulum", "--total-timesteps", "128", *TINY, "--run-dir", str(run))
+    assert first.returncode == 0, first.stderr[-2000:]
+    files = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in run.rglob("*") if p.is_file()}
+    again = main("--resume", str(run))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert last_line(again.stderr) == (f"{run} already finished: it trained 128 env steps (2 updates) of "
+                                       "run.total_timesteps = 128; to train it further, add --total-timesteps N "
+                                       "with N > 128")
+    assert json.loads(last_line(again.stdout)) == json.loads(last_line(first.stdout))
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in run.rglob("*") if p.is_file()} == files
+    longer = main("--resume", str(run), "--total-timesteps", "192")
+    assert longer.returncode == 0 and json.loads(last_line(longer.stdout))["env_steps"] == 192, longer.stderr[-2000:]
+    assert "already finished" not in longer.stderr
+
+
 # ----------------------------------------------------------------------------- signals and failures
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_saves_checkpoint_and_summary(tmp_path, sig, code):

@@ -135,7 +135,11 @@ class GroupRows:
         their action is ignored, and a classic game's all-false mask of a waiting seat is never read)."""
         # "auto": the first reset decides whether infos carry masks (the first agent's info)
         first = next((infos[a] for a in self.agents if a in infos), None)
-        source = self.mask_source = masks.settle_source(self.mask_source, first)
+        try:
+            source = self.mask_source = masks.settle_source(self.mask_source, first, self.action_space,
+                                                            self._own_space)
+        except masks.MaskError as exc:  # a near miss: only "auto" at the first reset gets here
+            raise masks.env_error(exc, self.parent.name, at_reset, self.parent.steps) from None
         if source is None:
             return
         M = self.rows_per_env
@@ -149,7 +153,7 @@ class GroupRows:
         steps = self.parent.steps
         try:
             raw = masks.read_mask(source, obs[agent] if source == "obs" else None, infos.get(agent) or {},
-                                  whose_info=f"the info of agent {agent!r}")
+                                  whose_info=f"the info of agent {agent!r}", action_space=self.action_space)
             mask = masks.check_mask(np.asarray(raw)[None], 1, self.action_space,
                                     row=lambda _: f"agent {agent!r} of copy {i}", where=masks.moment(at_reset, steps))
         except masks.MaskError as exc:
