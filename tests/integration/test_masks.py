@@ -368,3 +368,35 @@ def test_no_path_of_the_policy_returns_an_action_its_mask_forbids(space, recurre
                 assert legal(agent.sample_action(obs, generator, m)[0], mask)
                 log_prob, entropy, _ = agent.evaluate(obs, sample.raw_action, generator, m)
                 assert torch.isfinite(log_prob).all() and torch.isfinite(entropy).all()
+
+
+@pytest.mark.parametrize("convention", ["info", "obs"])
+def test_the_mlflow_pyfunc_model_of_a_masked_policy_takes_its_mask(main, tmp_path, convention):
+    """``predict({"obs": obs, "action_mask": mask})`` (an array observation) or the Dict observation with its
+    ``"action_mask"`` key: the same actions as ``load_policy``, every one legal; no mask is a one-line error."""
+    pytest.importorskip("mlflow")
+    import mlflow.pyfunc
+
+    from shell.tracking.mlflow_tracker import save_policy_model
+
+    proc = pick(main, tmp_path, convention, steps=1024)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    save_policy_model(Path(last_json(proc.stdout)["checkpoint"]), tmp_path / "model")
+    model = mlflow.pyfunc.load_model(str(tmp_path / "model"))
+    policy = load_policy(tmp_path / "run")
+    env = MaskedPickEnv(convention=convention)
+    rows = [env.reset(seed=s) for s in range(32)]
+    if convention == "obs":
+        batch = {k: np.stack([obs[k] for obs, _ in rows]) for k in rows[0][0]}
+        masks, model_input = batch["action_mask"].astype(bool), batch
+        plain = {k: v for k, v in batch.items() if k != "action_mask"}
+    else:
+        plain = np.stack([obs for obs, _ in rows])
+        masks = np.stack([info["action_mask"] for _, info in rows]).astype(bool)
+        model_input = {"obs": plain, "action_mask": masks}
+    predicted = np.asarray(model.predict(model_input))
+    assert np.array_equal(predicted, policy(plain, action_mask=masks))
+    assert masks[np.arange(32), predicted].all()
+    with pytest.raises(ValueError, match="pass action_mask=") as err:
+        model.predict(plain)
+    assert "\n" not in str(err.value)
