@@ -18,7 +18,9 @@ FORBIDDEN = {
                                                                              "agents (ask policy.lanes())",
     r"\bMULTI_AGENT\b": "a backend capability flag (it stays in shell/envs/registry.py)",
     r"\bstep_groups\b|\bgroup_agents\b": "a multi-agent env's own method or attribute",
-    r"(?<!config\.)\benv\.(groups|valid|action_mask|mask_source|rows_per_env)\b": "an env attribute the contract returns as data",
+    # config.env.action_mask is the config's key, not the env's
+    r"(?<!config\.)\benv\.(groups|valid|action_mask|mask_source|rows_per_env)\b":
+        "an env attribute the contract returns as data",
     r"getattr\(\s*(self\.)?_?env\b": "an attribute read off an env",
     r"\bGroup(Storage|PPO|Collector)\b|_GroupOptimizers": "a per-group shim",
 }
