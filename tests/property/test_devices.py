@@ -27,6 +27,8 @@ def _cases(dtype: torch.dtype):
     return {
         "gae": (lambda: core.gae(m(T, N), m(T, N), flag, m(N), 0.99, 0.95), (T, N)),
         "gae_flat": (lambda: core.gae(m(T), m(T), m(T), m(), 0.99, 0.95), (T,)),
+        "turn_gae": (lambda: core.turn_gae(m(T, N), m(T, N), flag, flag, m(N), flag[0], 0.99, 0.95)[0], (T, N)),
+        "turn_gae_flat": (lambda: core.turn_gae(m(T), m(T), m(T), m(T), m(), m(), 0.99, 0.95)[0], (T,)),
         "bootstrap_truncated": (
             lambda: core.bootstrap_truncated(m(T, N), flag, m(T, N), m(T, N), 0.99),
             (T, N),
