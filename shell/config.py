@@ -217,8 +217,10 @@ class PolicyConfig:
     image_scale: float | None = _field(None, "Pixels are multiplied by this (absent = 1/255 for uint8, 1 for float).",
                                        _range(0.0, lo_open=True))
     cnn_precision: str = _field("float32", "Image encoders compute in 'float32' or under 'bfloat16' autocast "
-                                           "(about 2x faster on CPUs with AVX512-BF16).",
-                                _one_of("float32", "bfloat16"))
+                                           "(about 2x faster on CPUs with AVX512-BF16, several times slower "
+                                           "where it is emulated); 'auto' takes bfloat16 only where the "
+                                           "device computes it natively.",
+                                _one_of("float32", "bfloat16", "auto"))
     image_codes: int = _field(16, "image_encoding = 'onehot' or 'embed': codes 0..image_codes-1 per channel.",
                               _range(2))
     recurrent: str = _field("none", "Recurrent core between encoder and heads: 'none', 'lstm' or 'gru'.",
