@@ -133,3 +133,14 @@ def test_the_multi_agent_page_no_longer_refuses_async():
     refused = text[text.index("## What is refused"):]
     assert "async vectorisation" not in refused and "vectorization_mode" not in "".join(
         generate.refusals("pettingzoo"))
+
+
+def test_the_python_api_page_names_every_name_of_import_shell():
+    import shell
+
+    text = (ROOT / "docs" / "reference" / "python-api.md").read_text()
+    intro = text[:text.index("\n## ")]
+    for name in shell.__all__:
+        assert f"`shell.{name}`" in intro, name
+        module = shell._API[name]
+        assert f"::: {module}.{name}" in text, name
