@@ -1,16 +1,19 @@
 """MkDocs hooks of the docs site (mkdocs.yml, ``hooks:``).
 
-- reference/config.md is generated from shell/config.py at build time (generate.py);
+- reference/config.md and the lists between ``<!-- generated:NAME -->`` markers are generated from the code
+  into the committed pages (``python docs/hooks/generate.py --write``; tests/docs/test_generated.py fails
+  when one is stale), so the site shows them as the repository does;
 - bench/BENCHMARKS.md and its images in bench/results/ are included as benchmarks/index.md and
   benchmarks/results/*.png, read where they are (not copied into docs/);
 - ``<!-- cli-help: COMMAND -->`` becomes that command's ``--help`` text;
-- ``<!-- not-run: REASON -->`` before a code block becomes a visible note with the reason;
+- ``<!-- not-run: REASON -->`` before a code block, a note for the people who write the pages, is left
+  out of the site;
 - formulas (``$...$``, ``$$...$$``, found by pymdownx.arithmatex) become MathML at build time, which
   browsers render themselves: no JavaScript, no CDN, works offline;
 - Sphinx roles left in docstrings (``:func:`train```) become links to the object where this page
   documents it, else plain code;
-- every page under docs/guides/ that the nav does not list is added to "How-to guides", by title,
-  so a new guide needs no edit of mkdocs.yml.
+- every page under docs/guides/ that the nav does not list is added to "How-to guides", by title, so
+  that a new guide is never unreachable (tests/docs/test_nav.py asks for a nav entry all the same).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import html
 import re
 from pathlib import Path
 
-from generate import config_reference, render_cli_help, render_default_space, render_not_run
+from generate import render_cli_help, render_default_space, render_not_run
 from latex2mathml.converter import convert as latex_to_mathml
 from mkdocs.structure.files import File
 
@@ -59,8 +62,7 @@ def on_config(config, **_):
 
 
 def on_files(files, config, **_):
-    """The generated config reference, and the benchmarks page with its images, as virtual files."""
-    files.append(File.generated(config, "reference/config.md", content=config_reference()))
+    """The benchmarks page with its images, as virtual files."""
     files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCH / "BENCHMARKS.md")))
     for image in sorted((BENCH / "results").glob("*.png")):
         files.append(File.generated(config, f"benchmarks/results/{image.name}", abs_src_path=str(image)))
@@ -103,7 +105,6 @@ def on_page_content(content, page, **_):
 
 
 def on_serve(server, **_):
-    """``mkdocs serve`` rebuilds when the benchmarks or the config schema change."""
+    """``mkdocs serve`` rebuilds when the benchmarks change."""
     server.watch(str(BENCH / "BENCHMARKS.md"))
-    server.watch(str(ROOT / "shell" / "config.py"))
     return server
