@@ -7,6 +7,8 @@
 - ``<!-- not-run: REASON -->`` before a code block becomes a visible note with the reason;
 - formulas (``$...$``, ``$$...$$``, found by pymdownx.arithmatex) become MathML at build time, which
   browsers render themselves: no JavaScript, no CDN, works offline;
+- every cell of a table gets its column's header as ``data-label``, which the narrow-screen layout
+  (docs/stylesheets/extra.css) shows above the cell when a table's rows become cards;
 - Sphinx roles left in docstrings (``:func:`train```) become links to the object where this page
   documents it, else plain code;
 - every page under docs/guides/ that the nav does not list is added to "How-to guides", by title,
@@ -96,10 +98,32 @@ def _roles(content: str) -> str:
     return ROLE.sub(link, content)
 
 
+TABLE = re.compile(r"<table>.*?</table>", re.S)
+HEADER_CELL = re.compile(r"<th(?:\s[^>]*)?>(?P<text>.*?)</th>", re.S)
+ROW = re.compile(r"<tr(?:\s[^>]*)?>.*?</tr>", re.S)
+DATA_CELL = re.compile(r"<td(?=[\s>])")
+TAG = re.compile(r"<[^>]+>")
+
+
+def _labelled(match: re.Match) -> str:
+    """A table whose every data cell carries its column's header text as ``data-label``."""
+    table = match.group(0)
+    head, sep, body = table.partition("</thead>")
+    labels = [" ".join(html.unescape(TAG.sub("", cell)).split()) for cell in HEADER_CELL.findall(head)]
+    if not sep or not labels:
+        return table
+
+    def row(found: re.Match) -> str:
+        names = iter(labels)
+        return DATA_CELL.sub(lambda _: f'<td data-label="{html.escape(next(names, ""), quote=True)}"', found.group(0))
+
+    return head + sep + ROW.sub(row, body)
+
+
 def on_page_content(content, page, **_):
     """The formulas as MathML (pymdownx.arithmatex, generic mode, marks them); docstrings' Sphinx roles
-    as links or code."""
-    return _roles(MATH.sub(_mathml, content))
+    as links or code; tables' cells labelled with their column's header."""
+    return TABLE.sub(_labelled, _roles(MATH.sub(_mathml, content)))
 
 
 def on_serve(server, **_):
