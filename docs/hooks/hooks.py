@@ -1,8 +1,9 @@
 """MkDocs hooks of the docs site (mkdocs.yml, ``hooks:``).
 
 - reference/config.md is generated from shell/config.py at build time (generate.py);
-- bench/BENCHMARKS.md and its images in bench/results/ are included as benchmarks/index.md and
-  benchmarks/results/*.png, read where they are (not copied into docs/);
+- the benchmarks section is read where it is, in bench/ (not copied into docs/): bench/RESULTS.md, the
+  results, as benchmarks/index.md; bench/BENCHMARKS.md, the dated log, as benchmarks/log.md; the charts
+  and the raw files the results link (bench/results/**/*.png, *.json, *.jsonl) under benchmarks/results/;
 - ``<!-- cli-help: COMMAND -->`` becomes that command's ``--help`` text;
 - ``<!-- not-run: REASON -->`` before a code block becomes a visible note with the reason;
 - formulas (``$...$``, ``$$...$$``, found by pymdownx.arithmatex) become MathML at build time, which
@@ -60,16 +61,25 @@ def on_config(config, **_):
     return config
 
 
+RESULT_FILES = ("*.png", "*.json", "*.jsonl")
+
+
 def on_files(files, config, **_):
-    """The generated config reference, and the benchmarks page with its images, as virtual files."""
+    """The generated config reference, and the benchmarks pages with their charts and raw files, as
+    virtual files."""
     files.append(File.generated(config, "reference/config.md", content=config_reference()))
-    files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCH / "BENCHMARKS.md")))
-    for image in sorted((BENCH / "results").glob("*.png")):
-        files.append(File.generated(config, f"benchmarks/results/{image.name}", abs_src_path=str(image)))
+    files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCH / "RESULTS.md")))
+    files.append(File.generated(config, "benchmarks/log.md", abs_src_path=str(BENCH / "BENCHMARKS.md")))
+    results = BENCH / "results"
+    for path in sorted(p for pattern in RESULT_FILES for p in results.rglob(pattern)):
+        name = path.relative_to(results).as_posix()
+        files.append(File.generated(config, f"benchmarks/results/{name}", abs_src_path=str(path)))
     return files
 
 
 def on_page_markdown(markdown, page, **_):
+    if page.file.src_uri == "benchmarks/index.md":  # in bench/, the log is BENCHMARKS.md beside it
+        markdown = markdown.replace("](BENCHMARKS.md", "](log.md")
     return render_not_run(render_cli_help(render_default_space(markdown)))
 
 
@@ -129,5 +139,6 @@ def on_page_content(content, page, **_):
 def on_serve(server, **_):
     """``mkdocs serve`` rebuilds when the benchmarks or the config schema change."""
     server.watch(str(BENCH / "BENCHMARKS.md"))
+    server.watch(str(BENCH / "RESULTS.md"))
     server.watch(str(ROOT / "shell" / "config.py"))
     return server
