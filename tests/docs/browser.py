@@ -36,7 +36,7 @@ class BrowserError(RuntimeError):
 
 
 class Browser:
-    def __init__(self, executable: str, timeout: float = 30.0):
+    def __init__(self, executable: str, timeout: float = 120.0):  # per reply: a loaded CI machine is slow
         self.timeout = timeout
         self._profile = tempfile.TemporaryDirectory(prefix="ppo-core-chromium-")
         self._log = tempfile.TemporaryFile()
