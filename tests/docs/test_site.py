@@ -52,5 +52,6 @@ def test_a_new_guide_appears_in_the_nav_without_an_edit_of_mkdocs_yml(tmp_path):
     config = (tmp_path / "site" / "reference" / "config" / "index.html").read_text()
     assert 'id="ppo.gamma"' in config and 'id="env.num_envs"' in config
     bench = (tmp_path / "site" / "benchmarks" / "index.html").read_text()
+    assert (tmp_path / "site" / "benchmarks" / "log" / "index.html").is_file()  # the dated log, under the results
     assert 'src="results/speed_vs_sb3.png"' in bench and (tmp_path / "site" / "benchmarks" / "results"
                                                           / "speed_vs_sb3.png").is_file()
