@@ -335,6 +335,9 @@ def _snapshot_games(table: MatchTable, env: Any, env_cfg: EnvConfig, cap: int, s
     names: a pair already there is not played again."""
     specs, E = env.lanes, env.copies
     order = sorted(snapshots)
+    names = {snapshot_name(u) for u in order}
+    for gone in [pair for pair in played if not names.issuperset(p for p in pair if p.startswith("snapshot@"))]:
+        del played[gone]  # a snapshot that left the pool
     for a, u in enumerate(order):
         rivals: list[tuple[tuple[int, ...], SeatOpponent]] = [
             ((1, u, k), RandomOpponent(specs, E, rating_seed(seed, seed_scheme, 2, u, k), device) if bot is None

@@ -47,8 +47,9 @@ class MatchTable:
             counts[0 if score > 0 else 1 if score == 0 else 2] += 1
 
     def elo(self) -> dict[str, float | None]:
-        """Every player's Elo rating (one decimal), anchored at :data:`ANCHOR` (else the first player) = 0; None
-        for a player who met nobody of the anchor's group."""
+        """Every player's Elo rating (one decimal), anchored at :data:`ANCHOR` (else the first player) = 0, the
+        anchor first, then the players in the order they first played; None for a player who met nobody of the
+        anchor's group."""
         if not self.players:
             return {}
         index = {name: i for i, name in enumerate(self.players)}
@@ -60,5 +61,7 @@ class MatchTable:
             wins[i, j] += won
             wins[j, i] += lost
             draws[i, j] += drawn
-        ratings = core.elo_ratings(wins, draws, index.get(ANCHOR, 0), VIRTUAL_DRAWS).tolist()
-        return {name: None if r != r else round(r, 1) for name, r in zip(self.players, ratings, strict=True)}
+        anchor = index.get(ANCHOR, 0)
+        ratings = core.elo_ratings(wins, draws, anchor, VIRTUAL_DRAWS).tolist()
+        order = [anchor] + [i for i in range(P) if i != anchor]  # the anchor first
+        return {self.players[i]: None if ratings[i] != ratings[i] else round(ratings[i], 1) for i in order}

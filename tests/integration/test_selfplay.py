@@ -12,6 +12,8 @@ from shell.cli import main
 from shell.config import load_config
 from shell.errors import ConfigError
 from shell.evaluation import eval_checkpoint
+from shell.logs import CSV_FIELDS, GAME_FIELDS, complete_rows
+from shell.plotting import plot_runs, read_ratings
 from shell.ratings import MatchTable
 from shell.runner import Trainer
 from shell.selfplay import LATEST, SnapshotPool
@@ -95,8 +97,18 @@ def test_the_pool_is_played_seat_by_seat_and_rated_at_every_evaluation(tmp_path)
     lines = (run_dir / "metrics.csv").read_text().splitlines()
     assert lines[0].endswith(",eval_return,elo")
     assert [line.rsplit(",", 1)[1] for line in lines[1:]] == ["", "0.0", "", ""]
+    steps, elo = read_ratings(run_dir)
+    assert steps.tolist() == [80.0] and elo.tolist() == [0.0] and plot_runs([run_dir]).is_file()  # a panel below
     evaluated = eval_checkpoint(run_dir, episodes=2)
     assert set(evaluated["eval_vs"]) == {"random", "snapshot@3", "snapshot@4"} and evaluated["elo"]["policy"] == 0.0
+
+
+def test_a_game_run_written_before_the_elo_column_resumes_with_its_rows(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text(",".join(CSV_FIELDS) + "\n" + "\n".join(",".join([str(u)] + ["1"] * (len(CSV_FIELDS) - 1))
+                                                        for u in (1, 2, 3)) + "\n")
+    rows = complete_rows(path, 2, CSV_FIELDS + GAME_FIELDS)
+    assert [(row["update"], row["elo"]) for row in rows] == [("1", ""), ("2", "")]
 
 
 def test_ratings_are_anchored_at_random_and_do_not_depend_on_the_order_of_the_games():
