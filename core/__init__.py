@@ -34,6 +34,7 @@ from core.masks import (
     masked_logits,
     normalized_entropy_bonus,
 )
+from core.ratings import ELO_SCALE, elo_ratings
 from core.schedules import linear_schedule
 from core.stats import (
     approx_kl,
@@ -49,6 +50,7 @@ from core.stats import (
 )
 
 __all__ = [
+    "ELO_SCALE",
     "MAX_LOG_RATIO",
     "approx_kl",
     "batch_moments",
@@ -63,6 +65,7 @@ __all__ = [
     "clip_fraction",
     "clip_loss",
     "discounted_return_step",
+    "elo_ratings",
     "entropy_weight",
     "explained_variance",
     "gae",

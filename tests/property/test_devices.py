@@ -50,6 +50,7 @@ def _cases(dtype: torch.dtype):
         "mean_std_from_sums": (lambda: core.mean_std_from_sums(m(), m(), m()), ()),
         "scale_rewards": (lambda: core.scale_rewards(m(B), m()), (B,)),
         "discounted_return_step": (lambda: core.discounted_return_step(m(N), m(N), flag[0], 0.99), (N,)),
+        "elo_ratings": (lambda: core.elo_ratings(m(A, A), m(A, A), iterations=3), (A,)),
         "categorical_sample": (lambda: core.categorical_sample(m(B, A), m(B, A)), (B,), torch.long),
         # core/masks.py: bool masks [B, A] on the same device
         "masked_logits": (lambda: core.masked_logits(m(B, A), mask), (B, A)),
