@@ -379,6 +379,8 @@ FIELD_MEANINGS = {
     "eval_return_per_group": "multi-agent runs with several groups: each group's sum",
     "eval_vs": "turn-based games: for each evaluation opponent, by the seat the policy played, its `win`, "
                "`draw` and `loss` rates and its `games` ([Turn-based games](../guides/turn-based.md))",
+    "elo": "turn-based games: the Elo rating of each rated player (`random` = 0, the bots, the pool's "
+           "snapshots and `policy`) ([Turn-based games](../guides/turn-based.md))",
     "run_dir": "the run's folder",
     "checkpoint": "the final checkpoint (`null` when none was written)",
     "world_size": "processes under torchrun (1 without)",
