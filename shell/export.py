@@ -495,7 +495,7 @@ def _export_lane(agent: Any, group: str | None, checkpoint: Path, config: Any, s
                  out: str | Path | None) -> ExportResult:
     """Write and check one lane's policy (see :func:`export_policy`)."""
     suffix = f".{format}" if group is None else f".{group}.{format}"
-    observation_space = agent.observation_space
+    observation_space = agent.actor_observation_space  # policy.critic_keys are the critic's only: not an input
     policy = Policy(agent, observation_space)
     precision = config.policy.cnn_precision
     if format == "onnx" and uses_bfloat16(precision, torch.device("cpu")) and any(

@@ -70,6 +70,11 @@ def _cases(dtype: torch.dtype):
         "bernoulli_sample": (lambda: core.bernoulli_sample(m(B, A), m(B, A), mask), (B, A), torch.long),
         "bernoulli_mode": (lambda: core.bernoulli_mode(m(B, A), mask), (B, A), torch.long),
         "bernoulli_mask_as_categorical": (lambda: core.bernoulli_mask_as_categorical(mask), (B, 2 * A), torch.bool),
+        # the refinements (ppo.rpo_alpha, ppo.desired_kl, ppo.value_norm)
+        "rpo_mean": (lambda: core.rpo_mean(m(B, A), m(B, A), 0.5), (B, A)),
+        "adaptive_learning_rate": (lambda: core.adaptive_learning_rate(m(), m(), 0.01), ()),
+        "normalize_value": (lambda: core.normalize_value(m(B), m(), m()), (B,)),
+        "denormalize_value": (lambda: core.denormalize_value(m(B), m(), m()), (B,)),
     }
 
 
