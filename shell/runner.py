@@ -436,8 +436,8 @@ class Trainer:
     def _rank_lost_message(self, exc: RankLost) -> str:
         """One line: a node was lost, where the last checkpoint is, how to resume."""
         where = self.checkpoints.note() if self.dist.is_main else f"rank 0 keeps the checkpoints in {self.run_dir}"
-        return (f"{exc}; {where}; when every node is up again, resume with the same torchrun command on each node "
-                f"and --resume {self.run_dir} in place of --config")
+        return (f"{exc}; {where}; when every node is up again, run the same torchrun command on each node with "
+                f"--resume {self.run_dir} in place of --config, --run-dir and --set")
 
     def _evaluate(self, stop: StopRequest | None) -> EvalResult:
         """Evaluate the deterministic policy (rank 0) on the run's evaluation envs."""
