@@ -22,7 +22,7 @@ from shell.callbacks import CallbackContext, EvalEnv, TrainEnv, callback_states,
 from shell.checkpointer import Checkpointer
 from shell.config import Config, dump_toml
 from shell.devices import resolve_device
-from shell.distributed import Dist
+from shell.distributed import Dist, RankLost
 from shell.envs import Rows, check_eval_env, make_lanes, masks
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import EvalResult, SeatOpponent, eval_fields, evaluate, resolve_opponents
@@ -283,9 +283,11 @@ class Trainer:
             self.checkpoints.loggers = self._loggers
         try:
             summary, checkpoint = self._train(logs, progress)
-        except BaseException:
+        except BaseException as exc:
             self._loggers.finish(RunEnd(FAILED))
             self._loggers.close()
+            if isinstance(exc, RankLost):
+                raise TrainingError(self._rank_lost_message(exc)) from exc
             raise
         self._loggers.finish(RunEnd(KILLED if self._signal is not None else FINISHED, summary, checkpoint))
         self._loggers.close()
@@ -342,6 +344,8 @@ class Trainer:
                 self._log(logs, pending)
             if self.checkpoints.saved_update != self.update:
                 checkpoint = self.save()
+        except RankLost:
+            raise  # train() says where the checkpoints are and how to resume
         except TrainingError as exc:
             raise TrainingError(f"{exc}; {self.checkpoints.note()}") from exc
         finally:
@@ -435,6 +439,12 @@ class Trainer:
         if self.dist.any(self.stop.requested, self.device):
             self.stop.request(signal.SIGTERM)  # a rank that saw no signal stops as if terminated
             self.stop.check()
+
+    def _rank_lost_message(self, exc: RankLost) -> str:
+        """One line: a node was lost, where the last checkpoint is, how to resume."""
+        where = self.checkpoints.note() if self.dist.is_main else f"rank 0 keeps the checkpoints in {self.run_dir}"
+        return (f"{exc}; {where}; when every node is up again, run the same torchrun command on each node with "
+                f"--resume {self.run_dir} in place of --config, --run-dir and --set")
 
     def _evaluate(self, stop: StopRequest | None) -> EvalResult:
         """Evaluate the deterministic policy (rank 0) on the run's evaluation envs; in a turn-based game against
