@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import html
 import importlib
 import inspect
 import io
@@ -346,6 +347,13 @@ def extras_table() -> str:
     return "\n".join(lines)
 
 
+def breakable_code(text: str) -> str:
+    """``text`` as inline code that a narrow column may break after each ``.`` and ``:`` (a module path
+    such as ``pettingzoo.classic.connect_four_v3``), never inside a name."""
+    parts = re.split(r"(?<=[.:])", text)
+    return "<code>" + "<wbr>".join(html.escape(part) for part in parts) + "</code>"
+
+
 def configs_table() -> str:
     """The CLI page's table of the shipped configs: env id, backend and the extra each needs."""
     from shell.config import CONFIG_DIR
@@ -353,7 +361,7 @@ def configs_table() -> str:
     lines = ["| config | env | backend | extra |", "|---|---|---|---|"]
     for name, extra in config_extras().items():
         env = tomllib.loads((CONFIG_DIR / f"{name}.toml").read_text(encoding="utf-8")).get("env", {})
-        lines.append(f"| `{name}` | `{env.get('id', '')}` | {env.get('backend', 'gymnasium')} | "
+        lines.append(f"| `{name}` | {breakable_code(env.get('id', ''))} | {env.get('backend', 'gymnasium')} | "
                      f"{f'`{extra}`' if extra else ''} |")
     return "\n".join(lines)
 
