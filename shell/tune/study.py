@@ -220,7 +220,8 @@ def _retrying_storage_class(optuna: Any) -> type:
     """``RDBStorage`` whose storage and heartbeat methods are :func:`_retried`."""
     base = optuna.storages.RDBStorage
     names = {n for n in dir(optuna.storages.BaseStorage) if not n.startswith("_")}
-    names |= {"record_heartbeat", "_get_stale_trial_ids"}
+    # and the private methods that Optuna's own _CachedStorage calls on it (study.get_trials, study.ask)
+    names |= {"record_heartbeat", "_get_stale_trial_ids", "_get_trials", "_create_new_trial"}
     methods = {n: _retried(getattr(base, n)) for n in sorted(names) if callable(getattr(base, n, None))}
     return type("RetryingRDBStorage", (base,), {**methods, "__module__": __name__})
 
