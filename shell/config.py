@@ -9,6 +9,7 @@ key, the value and what is allowed.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import shlex
@@ -32,13 +33,15 @@ def _range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = 
     def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         if value is None:
             return
+        if isinstance(value, float) and not math.isfinite(value):  # NaN passes every comparison; inf means nothing
+            raise ConfigError(f"{_key(attribute)} = {value!r} is not a finite number; allowed: {interval}")
         bad = (lo is not None and (value <= lo if lo_open else value < lo)) or (
             hi is not None and (value >= hi if hi_open else value > hi)
         )
         if bad:
             raise ConfigError(f"{_key(attribute)} = {value!r} is out of range; allowed: {interval}")
 
-    left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+    left, right = "(" if lo_open or lo is None else "[", ")" if hi_open or hi is None else "]"
     interval = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
     if lo is not None and hi is None:  # for the docs (reference/config.md): ">= 1" rather than "[1, inf]"
         check.allowed = f"{'>' if lo_open else '>='} {lo}"
