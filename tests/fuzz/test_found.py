@@ -6,8 +6,11 @@ import math
 
 import pytest
 
+import shell
 from shell.config import apply_overrides, load_config
-from shell.errors import ConfigError
+from shell.errors import ConfigError, TrainingError
+from shell.evaluation import eval_checkpoint
+from tests.fuzz.outcomes import Outcome, check_failure, fuzz_overrides
 
 
 @pytest.mark.parametrize("key", ["ppo.gamma", "ppo.gae_lambda", "ppo.learning_rate", "ppo.clip_coef", "ppo.vf_coef",
@@ -26,3 +29,22 @@ def test_a_non_finite_float_in_a_config_is_refused_at_start_up(key, value):
         assert f"{key} = {value!r} is not a finite number; allowed: " in str(info.value)
         assert "\n" not in str(info.value)
 
+
+def test_a_nan_reward_in_evaluation_ends_with_one_line_not_a_crash(tmp_path):
+    """A reward of NaN met only in the final evaluation (training never reached it) made the summary's
+    ``statistics.pstdev`` raise AttributeError: a traceback from the CLI. It is the env's fault: exit 1, one line,
+    the last good checkpoint kept; ``eval`` of the checkpoint says the same."""
+    spec = {"obs": {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0},
+            "act": {"type": "box", "shape": [1], "dtype": "float32", "low": -1.0, "high": 1.0},
+            "episodes": [[20, "truncated"]], "reward_scale": 1.0, "obs_scale": 1.0, "mask": None,
+            "fault": {"kind": "nan_reward", "at": 10}, "seed": 0}
+    run = {"env.num_envs": 1, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "run.total_timesteps": 4,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(TrainingError) as info:
+        shell.train(overrides=fuzz_overrides(spec, run), run_dir=tmp_path / "run", progress=False)
+    message = str(info.value)
+    assert "\n" not in message and "gave a non-finite reward (nan) in an evaluation episode" in message
+    assert "the last good checkpoint is" in message
+    check_failure(Outcome(1, message), tmp_path / "run")
+    with pytest.raises(TrainingError, match=r"non-finite reward \(nan\) in an evaluation episode$"):
+        eval_checkpoint(tmp_path / "run", episodes=1)
