@@ -27,6 +27,11 @@ from gymnasium import spaces
 from shell.errors import ConfigError
 
 Obs = torch.Tensor | dict[str, torch.Tensor]
+
+
+class ObservationError(ValueError):
+    """An observation that its space cannot hold where the encoder needs it to (a Discrete value out of range)."""
+
 MIN_IMAGE_SIZE = 4
 #: A Dict observation of these two keys splits between the heads: the actor sees ``"obs"`` only, the critic
 #: ``"critic"`` only (a multi-agent env's centralised critic input, shell/envs/pettingzoo/rows.py).
@@ -144,7 +149,11 @@ def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLa
 
 def _part_to_tensor(obs: np.ndarray, part: ObsPart, device: torch.device) -> torch.Tensor:
     if part.kind == "onehot":
-        index = torch.as_tensor(np.asarray(obs, dtype=np.int64) - int(part.space.start))
+        raw = np.asarray(obs, dtype=np.int64)
+        outside = (raw < part.space.start) | (raw >= part.space.start + part.shape[0])
+        if outside.any():  # one_hot would raise a RuntimeError that names no observation
+            raise ObservationError(f"an observation {int(raw[outside].flat[0])} is outside its space {part.space}")
+        index = torch.as_tensor(raw - int(part.space.start))
         return torch.nn.functional.one_hot(index, part.shape[0]).to(device, torch.float32)
     if part.kind == "image":
         array = np.asarray(obs)

@@ -27,7 +27,7 @@ from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space, source_name
 from shell.errors import ConfigError, TrainingError, first_line
 from shell.installation import install_hint
-from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
+from shell.observations import Obs, ObservationError, obs_layout, stack_final_obs, to_tensor
 from shell.seeding import ResetSeed
 from shell.workers import become_worker, how_it_ended
 
@@ -415,7 +415,10 @@ class GymVecEnv:
             raise
 
     def _encode(self, obs: Any) -> Obs:
-        return to_tensor(obs, self.layout, self.device)
+        try:
+            return to_tensor(obs, self.layout, self.device)
+        except ObservationError as exc:  # the env's own fault: exit 1 with one line, as for an env that raises
+            raise TrainingError(f"env {self._name()}: {exc} (at vector step {self._steps})") from None
 
     def sub_envs(self) -> gym.vector.VectorEnv | None:
         """The gymnasium vector env whose sub-envs callbacks may change (``call``, ``get_attr``, ``set_attr``

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import shell
@@ -48,3 +49,26 @@ def test_a_nan_reward_in_evaluation_ends_with_one_line_not_a_crash(tmp_path):
     check_failure(Outcome(1, message), tmp_path / "run")
     with pytest.raises(TrainingError, match=r"non-finite reward \(nan\) in an evaluation episode$"):
         eval_checkpoint(tmp_path / "run", episodes=1)
+
+
+DISCRETE_OBS = {"type": "discrete", "n": 3, "start": 5}
+
+
+def test_a_discrete_observation_outside_its_space_ends_with_one_line_not_a_crash(tmp_path):
+    """An env that returned 8 for Discrete(3, start=5) met torch's one_hot, whose RuntimeError ("Class values must
+    be smaller than num_classes") was a traceback from the CLI. It is the env's fault: exit 1 with one line naming
+    the value and the space; ``load_policy`` refuses it with a ValueError."""
+    spec = {"obs": DISCRETE_OBS, "act": {"type": "discrete", "n": 2, "start": 0}, "episodes": [[20, "truncated"]],
+            "reward_scale": 1.0, "obs_scale": 1.0, "mask": None, "fault": {"kind": "outside_obs", "at": 3}, "seed": 0}
+    run = {"env.num_envs": 1, "ppo.num_steps": 8, "ppo.num_minibatches": 1, "run.total_timesteps": 16,
+           "run.eval_episodes": 0, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(TrainingError) as info:
+        shell.train(overrides=fuzz_overrides(spec, run), run_dir=tmp_path / "run", progress=False)
+    assert str(info.value) == ("env Fuzz-v0: an observation 8 is outside its space Discrete(3, start=5) (at vector "
+                               "step 3); no checkpoint was written yet")
+    result = shell.train(overrides=fuzz_overrides({**spec, "fault": None}, run), run_dir=tmp_path / "ok",
+                         progress=False)
+    with pytest.raises(ValueError, match=r"^an observation 4 is outside its space Discrete\(3, start=5\)$"):
+        result.policy(np.int64(4))
+    assert result.policy(np.int64(7)) in (0, 1)
+

@@ -15,8 +15,8 @@ from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space
-from shell.errors import ConfigError
-from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
+from shell.errors import ConfigError, TrainingError
+from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, ObservationError, agent_view, obs_layout, to_tensor
 
 if TYPE_CHECKING:
     from shell.envs.pettingzoo.vector import ParallelVecEnv
@@ -180,7 +180,10 @@ class GroupRows:
         if self.critic != "local":
             shared = np.stack(states) if self.critic == "state" else own.reshape(N, -1)
             critic = np.concatenate([np.repeat(shared.astype(np.float32, copy=False), M, axis=0), ids], axis=1)
-        return to_tensor(agent_view(own, ids if self.agent_id else None, critic), self.layout, self.device)
+        try:
+            return to_tensor(agent_view(own, ids if self.agent_id else None, critic), self.layout, self.device)
+        except ObservationError as exc:  # the env's own fault: exit 1 with one line, as for an env that raises
+            raise TrainingError(f"env {self.parent.name}: {exc} (at vector step {self.parent.steps})") from None
 
     def _own_part(self, obs: Any, key: str | None) -> np.ndarray:
         """One row's own observation (or its Dict part ``key``), zeros for a row whose agent is gone."""
