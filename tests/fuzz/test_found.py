@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -72,3 +73,16 @@ def test_a_discrete_observation_outside_its_space_ends_with_one_line_not_a_crash
         result.policy(np.int64(4))
     assert result.policy(np.int64(7)) in (0, 1)
 
+
+def test_a_gone_agent_with_a_discrete_observation_that_does_not_start_at_0_trains(tmp_path):
+    """A PettingZoo agent that had left stood in its group's rows as the observation 0, which a Discrete(3,
+    start=5) does not hold: one_hot raised a RuntimeError (a traceback) as soon as an agent left before the others.
+    The stand-in is now the space's start."""
+    agent = {"obs": DISCRETE_OBS, "act": {"type": "discrete", "n": 2, "start": 0}, "joins": 0, "end": "terminated"}
+    spec = {"agents": [{**agent, "name": "relay_0", "lifetime": 1}, {**agent, "name": "relay_1", "lifetime": 4}],
+            "mask": None, "fault": None, "seed": 0}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 1, "ppo.num_steps": 8, "ppo.num_minibatches": 1, "run.total_timesteps": 8,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    result = shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
+    assert result.summary["env_steps"] == 8 and np.isfinite(result.summary["eval_return_mean"])

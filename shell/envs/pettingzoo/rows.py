@@ -188,8 +188,9 @@ class GroupRows:
     def _own_part(self, obs: Any, key: str | None) -> np.ndarray:
         """One row's own observation (or its Dict part ``key``), zeros for a row whose agent is gone."""
         space = self._own_space if key is None else self._own_space.spaces[key]
-        if obs is None:
-            return np.zeros(space.shape, dtype=space.dtype)
+        if obs is None:  # zeros; a Discrete that starts elsewhere holds no 0: its start
+            return np.full(space.shape, getattr(space, "start", 0) if isinstance(space, spaces.Discrete) else 0,
+                           dtype=space.dtype)
         part = obs if key is None else obs[key]
         return np.asarray(part, dtype=space.dtype).reshape(space.shape)
 
