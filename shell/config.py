@@ -397,9 +397,21 @@ def _check_type(key: str, value: Any, annotation: Any) -> Any:
     return annotation(value)
 
 
-def _closest(word: str, candidates: list[str]) -> str:
+def _closest(word: str, candidates: list[str], width: int = 90) -> str:
+    """``"; did you mean 'x'?"``, else the known names, the first that fit in ``width`` characters (a message
+    stays one short line)."""
     match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.5)
-    return f"; did you mean {match[0]!r}?" if match else f"; known: {sorted(candidates)}"
+    if match:
+        return f"; did you mean {match[0]!r}?"
+    known = sorted(candidates)
+    if len(str(known)) <= width:
+        return f"; known: {known}"
+    shown: list[str] = []
+    for name in known:
+        if len(", ".join([*shown, name])) > width:
+            break
+        shown.append(name)
+    return f"; known: {', '.join(shown)}, ... ({len(known) - len(shown)} more)"
 
 
 def section_from_dict(name: str, values: dict[str, Any]) -> Any:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.errors import ConfigError
+from shell.errors import ConfigError, space_text
 
 Obs = torch.Tensor | dict[str, torch.Tensor]
 
@@ -135,15 +135,16 @@ def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLa
             if part is None:
                 keys = f"env.obs_keys = {list(obs_keys)!r}" if obs_keys is not None else "env.obs_keys is not set"
                 raise ConfigError(f"observation key {key!r} has a space that cannot be encoded: "
-                                  f"{type(sub).__name__} {sub}; {keys}: list the keys to keep, e.g. "
+                                  f"{type(sub).__name__} {space_text(sub)}; {keys}: list the keys to keep, e.g. "
                                   f"env.obs_keys = {[k for k, s in space.spaces.items() if _part(s)]!r}")
             parts[key] = part
         if not parts:
-            raise ConfigError(f"unsupported observation space {space}: an empty Dict")
+            raise ConfigError(f"unsupported observation space {space_text(space)}: an empty Dict")
         return ObsLayout(parts)
     part = _part(space)
     if part is None:
-        raise ConfigError(f"unsupported observation space {type(space).__name__}: {space}; supported: {SUPPORTED}")
+        raise ConfigError(f"unsupported observation space {type(space).__name__}: {space_text(space)}; supported: "
+                          f"{SUPPORTED}")
     return ObsLayout({None: part})
 
 

@@ -26,7 +26,7 @@ from gymnasium import spaces
 
 from shell.actions import box_action_layout
 from shell.config import EnvConfig
-from shell.errors import ConfigError
+from shell.errors import ConfigError, space_text
 from shell.observations import Obs
 from shell.seeding import ResetSeed
 
@@ -230,18 +230,20 @@ def check_action_space(space: spaces.Space) -> None:
         return
     if isinstance(space, spaces.Discrete):
         if space.n < 2:
-            raise ConfigError(f"unsupported action space {space}: a Discrete action space needs n >= 2")
+            raise ConfigError(f"unsupported action space {space_text(space)}: a Discrete action space needs n >= 2")
         return
     if isinstance(space, spaces.MultiDiscrete):
         if space.nvec.ndim != 1 or not np.any(space.nvec >= 2):
-            raise ConfigError(f"unsupported action space {space}: MultiDiscrete needs a 1-D nvec with an entry >= 2")
+            raise ConfigError(f"unsupported action space {space_text(space)}: MultiDiscrete needs a 1-D nvec with an "
+                              "entry >= 2")
         return
     if isinstance(space, spaces.MultiBinary):
         if int(np.prod(space.shape, dtype=np.int64)) < 1:
-            raise ConfigError(f"unsupported action space {space}: a MultiBinary action space needs a bit")
+            raise ConfigError(f"unsupported action space {space_text(space)}: a MultiBinary action space needs a bit")
         return
     raise ConfigError(
-        f"unsupported action space {space}; supported: Box with finite bounds, Discrete, MultiDiscrete, MultiBinary"
+        f"unsupported action space {space_text(space)}; supported: Box with finite bounds, Discrete, MultiDiscrete, "
+        "MultiBinary"
     )
 
 

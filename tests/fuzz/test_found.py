@@ -7,11 +7,14 @@ import math
 
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 import shell
 from shell.config import apply_overrides, load_config
+from shell.envs.base import check_action_space
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import eval_checkpoint
+from shell.observations import obs_layout
 from tests.fuzz.outcomes import Outcome, check_failure, fuzz_overrides
 
 
@@ -86,3 +89,32 @@ def test_a_gone_agent_with_a_discrete_observation_that_does_not_start_at_0_train
            "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
     result = shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
     assert result.summary["env_steps"] == 8 and np.isfinite(result.summary["eval_return_mean"])
+
+
+def test_an_unknown_key_without_a_close_match_is_refused_in_one_short_line():
+    """``ppo.batch_size`` (no known key is close) listed all sixteen [ppo] keys: a line of 296 characters."""
+    with pytest.raises(ConfigError) as info:
+        apply_overrides({}, {"ppo.batch_size": 64})
+    message = str(info.value)
+    assert message == ("overrides key 'ppo.batch_size': unknown key ppo.batch_size; known: adam_eps, anneal_lr, "
+                       "clip_coef, clip_vloss, ent_coef, gae_lambda, gamma, learning_rate, ... (8 more)")
+    assert len("error: " + message) <= 200
+
+
+LONG_TUPLE = spaces.Tuple([spaces.Box(np.array([-1e39, -1.0, 1e6]), np.array([1e39, 1.0, 1e6 + 1]), dtype=np.float64),
+                           spaces.Box(0, 255, (7, 5, 2), np.uint8), spaces.MultiDiscrete([4, 3])])
+LONG_BOX = spaces.Box(np.array([-np.inf, -1000.0, 0.0, -0.1]), np.array([np.inf, 0.2, 1e-6, 1.0]), dtype=np.float64)
+
+
+@pytest.mark.parametrize(("check", "space", "start"), [
+    (obs_layout, LONG_TUPLE, "unsupported observation space Tuple: Tuple of 3 spaces; supported: "),
+    (check_action_space, LONG_BOX, "unsupported action space Box(shape (4,), float64, bounds per component): the "
+                                   "tanh-squashed policy needs finite Box bounds"),
+])
+def test_a_space_with_a_long_repr_is_named_in_one_short_line(check, space, start):
+    """An unsupported space was quoted whole: a Tuple of Boxes with bounds per component made a line of 279
+    characters. A space whose text is long is now summed up."""
+    with pytest.raises(ConfigError) as info:
+        check(space)
+    message = str(info.value)
+    assert message.startswith(start) and len("error: " + message) <= 200, message

@@ -32,8 +32,8 @@ DICT_ENV = {"obs": {"type": "dict", "spaces": {
 def train_refused(what: str, overrides: dict) -> Outcome:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        outcome = classify(lambda: shell.train("CartPole-v1", overrides=overrides, run_dir=run_dir, progress=False),
-                           CASE_SECONDS, what)
+        outcome = classify(lambda: shell.train(env="CartPole-v1", overrides=overrides, run_dir=run_dir,
+                                               progress=False), CASE_SECONDS, what)
         assert not run_dir.exists(), f"{what}: a refused run left {run_dir} behind"
     return outcome
 
@@ -88,7 +88,7 @@ def test_a_valid_config_trains(overrides, env):
         source = env
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        outcome = classify(lambda: shell.train(source, overrides=overrides, run_dir=run_dir, progress=False),
+        outcome = classify(lambda: shell.train(env=source, overrides=overrides, run_dir=run_dir, progress=False),
                            CASE_SECONDS, "the case")
         TALLY["valid config", outcome.code] += 1
         assert outcome.code == 0, outcome.message
