@@ -15,7 +15,7 @@ from shell.envs.base import check_action_space
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import eval_checkpoint
 from shell.observations import obs_layout
-from tests.fuzz.outcomes import Outcome, check_failure, fuzz_overrides
+from tests.fuzz.outcomes import Outcome, check_checkpoints_finite, check_failure, fuzz_overrides
 
 
 @pytest.mark.parametrize("key", ["ppo.gamma", "ppo.gae_lambda", "ppo.learning_rate", "ppo.clip_coef", "ppo.vf_coef",
@@ -118,3 +118,25 @@ def test_a_space_with_a_long_repr_is_named_in_one_short_line(check, space, start
         check(space)
     message = str(info.value)
     assert message.startswith(start) and len("error: " + message) <= 200, message
+
+
+@pytest.mark.parametrize("recurrent", ["gru", "none"])
+def test_a_group_of_agents_absent_for_a_whole_rollout_is_not_updated_and_training_goes_on(tmp_path, recurrent):
+    """A group whose only agent joins late had no valid row in the first rollout: the recurrent update normalised an
+    empty minibatch (ValueError: normalize_advantages got an empty tensor) and the feed-forward one cut an empty
+    batch into minibatches of size 0 (ValueError from range): a traceback. Such a group now takes no step in that
+    update (its metrics are 0), and trains once it acts."""
+    relay = {"name": "relay_0", "obs": {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0},
+             "act": {"type": "multidiscrete", "nvec": [4, 1, 1], "start": [0, -1, 2]}, "joins": 0, "lifetime": 4,
+             "end": "terminated"}
+    scout = {"name": "scout_0", "obs": {"type": "box", "shape": [2], "dtype": "float32", "low": 0.0, "high": 1.0},
+             "act": {"type": "discrete", "n": 3, "start": 0}, "joins": 3, "lifetime": 5, "end": "terminated"}
+    spec = {"agents": [relay, scout], "mask": None, "fault": None, "seed": 13193}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 2, "ppo.num_steps": 4, "ppo.num_minibatches": 2, "policy.recurrent": recurrent,
+           "policy.rnn_hidden_size": 8, "run.total_timesteps": 16, "run.eval_episodes": 1, "run.device": "cpu",
+           "run.loggers": []}
+    result = shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
+    assert result.summary["env_steps"] == 16 and np.isfinite(result.summary["eval_return_mean"])
+    check_checkpoints_finite(tmp_path / "run")
+
