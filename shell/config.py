@@ -557,10 +557,15 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
         try:
             _check_type(f"{section}.{key}", value, typing.get_type_hints(SECTIONS[section])[key])
         except ConfigError as exc:
-            raise ConfigError(f"--set {text!r}: {exc}; {_toml_hint(section, key, raw)}") from None
+            message = f"--set {text!r}: {exc}; {_toml_hint(section, key, raw)}"
+            if len(message) > MAX_MESSAGE:  # the example would make a long line longer: the advice alone
+                message = f"--set {text!r}: {exc}; write it as TOML"
+            raise ConfigError(message) from None
     return section, key, sub, value
 
 
+#: The longest one-line message a --set hint may make (the CLI adds "error: " for a line of at most 200).
+MAX_MESSAGE = 193
 TRUE_WORDS, FALSE_WORDS = {"true", "yes", "on", "1", "t", "y"}, {"false", "no", "off", "0", "f", "n"}
 # Examples of a type, for a --set hint where neither the value given nor the key's default will do.
 TYPE_EXAMPLES: dict[Any, Any] = {

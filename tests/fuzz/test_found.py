@@ -140,3 +140,12 @@ def test_a_group_of_agents_absent_for_a_whole_rollout_is_not_updated_and_trainin
     assert result.summary["env_steps"] == 16 and np.isfinite(result.summary["eval_return_mean"])
     check_checkpoints_finite(tmp_path / "run")
 
+
+def test_a_wrong_type_in_set_with_a_long_example_stays_one_short_line():
+    """``--set env.wrappers="gymnasium.wrappers:ClipReward"`` (a string for an array of tables) was answered with
+    the value twice and a whole example of [[env.wrappers]]: 319 characters. Past 200 the example is left out."""
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ['env.wrappers="gymnasium.wrappers:ClipReward"'])
+    message = str(info.value)
+    assert message.endswith("expected an array of tables, e.g. [[env.wrappers]]; write it as TOML")
+    assert len("error: " + message) <= 200
