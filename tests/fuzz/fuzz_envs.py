@@ -49,7 +49,7 @@ def space_from_spec(spec: dict[str, Any]) -> spaces.Space:
         dtype = np.dtype(spec["dtype"])
         shape = tuple(spec["shape"])
         if dtype == np.bool_:
-            return spaces.Box(False, True, shape, np.bool_)
+            return spaces.Box(0, 1, shape, np.bool_)
         low = np.broadcast_to(np.asarray(spec["low"], np.float64), shape)
         high = np.broadcast_to(np.asarray(spec["high"], np.float64), shape)
         if dtype.kind in "iu":

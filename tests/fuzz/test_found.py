@@ -149,3 +149,20 @@ def test_a_wrong_type_in_set_with_a_long_example_stays_one_short_line():
     message = str(info.value)
     assert message.endswith("expected an array of tables, e.g. [[env.wrappers]]; write it as TOML")
     assert len("error: " + message) <= 200
+
+
+def test_a_refusal_found_by_the_first_reset_leaves_no_run_dir_behind(tmp_path):
+    """``env.action_mask = 'info'`` on an env whose masks come from ``action_masks()`` is refused at the first reset
+    (exit 2), after config.toml, versions.json and metrics.csv were written: the same command, corrected, was then
+    refused too (the run dir is not empty). The run dir made for the run goes, as for any start-up error."""
+    spec = {"obs": {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0},
+            "act": {"type": "discrete", "n": 3, "start": -3}, "episodes": [[8, "both"]], "reward_scale": 1.0,
+            "obs_scale": 1.0, "mask": "method", "fault": None, "seed": 0}
+    run = {"env.num_envs": 2, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "run.total_timesteps": 8,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(ConfigError, match=r"env.action_mask = 'info': the env's info has no 'action_mask' key"):
+        shell.train(overrides=fuzz_overrides(spec, run, "info"), run_dir=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    result = shell.train(overrides=fuzz_overrides(spec, run, "method"), run_dir=tmp_path / "run", progress=False)
+    assert result.summary["env_steps"] == 8
+
