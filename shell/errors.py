@@ -40,3 +40,9 @@ def space_text(space: object, limit: int = 72) -> str:
                                                    and sum(len(str(k)) + 2 for k in parts) <= limit else "")
     shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
     return f"{name}(shape {tuple(shape) if shape is not None else '?'}, {dtype}, bounds per component)"
+
+
+def clipped(text: str, limit: int = 80) -> str:
+    """``text`` on one line, cut to ``limit`` characters with ``...`` (a user's long value quoted in a message)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from gymnasium import spaces
 
 import shell
@@ -166,3 +167,17 @@ def test_a_refusal_found_by_the_first_reset_leaves_no_run_dir_behind(tmp_path):
     result = shell.train(overrides=fuzz_overrides(spec, run, "method"), run_dir=tmp_path / "run", progress=False)
     assert result.summary["env_steps"] == 8
 
+
+def test_a_failure_to_make_the_env_quotes_long_kwargs_cut_short():
+    """An env that cannot be made from ``env.kwargs`` was named with the whole kwargs: a spec of a few hundred
+    characters made a line of 624 (and gymnasium's own message quotes them whole too). Both are cut short."""
+    from shell.config import config_from_dict
+    from shell.envs import make_env
+
+    config = config_from_dict({"env": {"id": "CartPole-v1", "num_envs": 1, "kwargs": {"no_such_kwarg": "x" * 300}}})
+    with pytest.raises(ConfigError) as info:
+        make_env(config.env, torch.device("cpu"))
+    message = str(info.value)
+    assert message.startswith("cannot make env 'CartPole-v1': CartPoleEnv.__init__() got an unexpected keyword ")
+    assert "(env.kwargs = {'no_such_kwarg': 'xxx" in message and message.endswith("...)"), message
+    assert len("error: " + message) <= 200, message
