@@ -181,3 +181,31 @@ def test_a_failure_to_make_the_env_quotes_long_kwargs_cut_short():
     assert message.startswith("cannot make env 'CartPole-v1': CartPoleEnv.__init__() got an unexpected keyword ")
     assert "(env.kwargs = {'no_such_kwarg': 'xxx" in message and message.endswith("...)"), message
     assert len("error: " + message) <= 200, message
+
+
+def test_a_group_absent_at_the_first_reset_is_not_trained_unmasked_in_silence(tmp_path):
+    """With ``env.action_mask = 'auto'`` a group's first reset decides whether its agents' info carries masks; a
+    group whose agents all join later had no info then, so it was decided "no masks" and trained unmasked: the
+    env got illegal actions. Its agents' masks, once they appear, are now refused under "auto" (exit 2, one line,
+    no run dir left); ``'info'`` trains it masked, and a group without masks trains as before."""
+    agent = {"obs": {"type": "box", "shape": [1], "dtype": "float32", "low": -1.0, "high": 1.0},
+             "act": {"type": "discrete", "n": 2, "start": 0}, "end": "truncated"}
+    spec = {"agents": [{**agent, "name": "scout_0", "joins": 0, "lifetime": 6,
+                        "act": {"type": "multidiscrete", "nvec": [2, 2], "start": [0, 0]}},
+                       {**agent, "name": "relay_0", "joins": 1, "lifetime": 2}], "mask": "info", "fault": None,
+            "seed": 1095}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 1, "ppo.num_steps": 8, "ppo.num_minibatches": 1, "run.total_timesteps": 16,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(ConfigError) as info:
+        shell.train(overrides=run, run_dir=tmp_path / "auto", progress=False)
+    assert str(info.value) == ("env tests.fuzz.fuzz_agents: group 'relay' was absent at the first reset, so "
+                               "env.action_mask = 'auto' found no masks, but its agents' info holds 'action_mask': "
+                               "set env.action_mask = 'info'")
+    assert not (tmp_path / "auto").exists()
+    result = shell.train(overrides={**run, "env.action_mask": "info"}, run_dir=tmp_path / "info", progress=False)
+    assert result.summary["env_steps"] == 16  # the env refuses an action against its mask: none was sent
+    unmasked = json.dumps({**spec, "mask": None})
+    result = shell.train(overrides={**run, "env.kwargs": {"spec": unmasked}}, run_dir=tmp_path / "none",
+                         progress=False)
+    assert result.summary["env_steps"] == 16

@@ -33,7 +33,8 @@ def flat_box(space: dict[str, Any]) -> bool:
 
 def allowed(spec: dict[str, Any], run: dict[str, Any]) -> set[int]:
     """Exit codes a case may end with: 2 where a documented rule refuses it (a centralised critic or the agent's
-    index on observations other than a 1-D Box; a Dict observation (a mask key) with either), 1 for a fault."""
+    index on observations other than a 1-D Box; a Dict observation (a mask key) with either; masks in info for a
+    group none of whose agents is there at the first reset), 1 for a fault."""
     maskable = any(a["act"]["type"] != "box" for a in spec["agents"])
     flat = all(flat_box(a["obs"]) for a in spec["agents"]) and not (spec["mask"] == "obs" and maskable)
     codes = {0}
@@ -41,6 +42,10 @@ def allowed(spec: dict[str, Any], run: dict[str, Any]) -> set[int]:
         codes.add(2)
     if spec["fault"] is not None:
         codes.add(1)
+    kinds = {a["name"].split("_")[0] for a in spec["agents"]}
+    late = any(all(a["joins"] > 0 for a in spec["agents"] if a["name"].startswith(k + "_")) for k in kinds)
+    if spec["mask"] == "info" and late and maskable:  # "auto" found no masks for a group absent at the first reset
+        codes.add(2)
     return codes
 
 

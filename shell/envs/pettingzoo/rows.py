@@ -60,6 +60,7 @@ class GroupRows:
         self._turn = np.ones(self.num_envs, dtype=bool)
         self._obs: list[Any] = [None] * self.num_envs
         self._mask_rows = np.ones((self.num_envs, self._mask_size or 0), dtype=bool)
+        self._unseen = False  # "auto" settled without an agent of the group at the first reset
         self._mask: torch.Tensor | None = None
         self._return = np.zeros(N, dtype=np.float64)  # the group's return in each copy's running episode
         self._action: np.ndarray | None = None
@@ -135,6 +136,12 @@ class GroupRows:
         their action is ignored, and a classic game's all-false mask of a waiting seat is never read)."""
         # "auto": the first reset decides whether infos carry masks (the first agent's info)
         first = next((infos[a] for a in self.agents if a in infos), None)
+        if first is None and self.mask_source == masks.PENDING_INFO:
+            self._unseen = True  # "auto" decides "no masks" on no info: refused below if its agents show masks later
+        elif self._unseen and any(masks.MASK_KEY in (infos.get(a) or {}) for a in self.agents):
+            raise ConfigError(f"env {self.parent.name}: group {self.group!r} was absent at the first reset, so "
+                              "env.action_mask = 'auto' found no masks, but its agents' info holds "
+                              f"{masks.MASK_KEY!r}: set env.action_mask = 'info'")
         try:
             source = self.mask_source = masks.settle_source(self.mask_source, first, self.action_space,
                                                             self._own_space)
