@@ -122,6 +122,12 @@ def obs_refusals(spec: dict[str, Any], nested: bool = False) -> list[str]:
         return ["Tuple observation"]
     if kind == "multidiscrete":
         return ["MultiDiscrete observation"]
+    if kind == "box" and len(spec["shape"]) == 3 and sorted(spec["shape"])[1] >= 4:  # an image (shell/observations.py)
+        shape = spec["shape"]
+        last = shape[-1] <= 4 and not shape[0] <= 4  # the layout policy.image_channels_first = absent detects
+        height, width = shape[:2] if last else shape[1:]
+        if min(height, width) < 4:
+            return ["an image read in the other layout (policy.image_channels_first)"]
     if kind == "dict":
         if nested:
             return ["nested Dict observation"]
