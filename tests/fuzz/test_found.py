@@ -209,3 +209,19 @@ def test_a_group_absent_at_the_first_reset_is_not_trained_unmasked_in_silence(tm
     result = shell.train(overrides={**run, "env.kwargs": {"spec": unmasked}}, run_dir=tmp_path / "none",
                          progress=False)
     assert result.summary["env_steps"] == 16
+
+
+def test_a_multi_agent_refusal_names_a_space_of_many_lines_in_one_short_line(tmp_path):
+    """``policy.agent_id`` on agents that observe a rank-3 integer Box quoted the space as numpy prints it: over
+    several lines (numpy breaks a 3-D array's rows), so the refusal was not one line."""
+    box = {"type": "box", "shape": [3, 1, 2], "dtype": "int32", "low": [[[-2**31, 0]], [[0, -2**31]], [[-1, -1]]],
+           "high": [[[2**31 - 1, 0]], [[2**31 - 1, 2**31 - 1]], [[1, 1]]]}
+    spec = {"agents": [{"name": "scout_0", "obs": box, "act": {"type": "discrete", "n": 2, "start": 0}, "joins": 0,
+                        "lifetime": 4, "end": "terminated"}], "mask": None, "fault": None, "seed": 0}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 1, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "policy.agent_id": True,
+           "run.total_timesteps": 4, "run.eval_episodes": 0, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(ConfigError) as info:
+        shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
+    assert str(info.value) == ("policy.agent_id needs a 1-D Box or a Dict observation; the agents of group 'scout' "
+                               "observe Box(shape (3, 1, 2), int32, bounds per component)")

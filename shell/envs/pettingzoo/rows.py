@@ -15,7 +15,7 @@ from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space
-from shell.errors import ConfigError, TrainingError
+from shell.errors import ConfigError, TrainingError, space_text
 from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, ObservationError, agent_view, obs_layout, to_tensor
 
 if TYPE_CHECKING:
@@ -82,12 +82,12 @@ class GroupRows:
                                    np.concatenate([own.high, one_hot.high]).astype(np.float32), dtype=np.float32)
             else:
                 raise ConfigError(f"policy.agent_id needs a 1-D Box or a Dict observation; the agents of group "
-                                  f"{self.group!r} observe {own}")
+                                  f"{self.group!r} observe {space_text(own)}")
         if self.critic == "local":
             return actor
         if not (isinstance(actor, spaces.Box) and len(actor.shape) == 1):
             raise ConfigError(f"policy.critic = {self.critic!r} needs 1-D Box observations; the agents of group "
-                              f"{self.group!r} observe {own}")
+                              f"{self.group!r} observe {space_text(own)}")
         size = self.parent.state_size if self.critic == "state" else M * int(own.shape[0])
         critic = spaces.Box(-np.inf, np.inf, (size + M,), np.float32)
         return spaces.Dict({ACTOR_KEY: actor, CRITIC_KEY: critic})
