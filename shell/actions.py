@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.errors import ConfigError
+from shell.errors import ConfigError, space_text
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_EXACT_INT = 2**24  # float32 represents every integer up to this magnitude
@@ -100,26 +100,27 @@ def box_action_layout(space: spaces.Box) -> BoxActionLayout:
     """
     kind = space.dtype.kind
     if kind == "b":
-        raise ConfigError(f"unsupported action space {space}: a bool Box is not served by the Gaussian "
+        raise ConfigError(f"unsupported action space {space_text(space)}: a bool Box is not served by the Gaussian "
                           "policy; declare the switches as MultiDiscrete([2, ...]) instead")
     if kind not in "iuf":
-        raise ConfigError(f"unsupported action space {space}: Box dtype {space.dtype} is neither float nor integer")
+        raise ConfigError(f"unsupported action space {space_text(space)}: Box dtype {space.dtype} is neither float "
+                          "nor integer")
     low = np.asarray(space.low, np.float64).reshape(-1)
     high = np.asarray(space.high, np.float64).reshape(-1)
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise ConfigError(f"unsupported action space {space}: the tanh-squashed policy needs finite Box bounds "
-                          "(no inf or NaN)")
+        raise ConfigError(f"unsupported action space {space_text(space)}: the tanh-squashed policy needs finite "
+                          "Box bounds (no inf or NaN)")
     if np.any(low > high):
-        raise ConfigError(f"unsupported action space {space}: a Box needs low <= high in every component")
+        raise ConfigError(f"unsupported action space {space_text(space)}: a Box needs low <= high in every component")
     integer = kind in "iu"
     limit = MAX_EXACT_INT if integer else FLOAT32_MAX
     if np.any(np.abs(low) > limit) or np.any(np.abs(high) > limit):
         what = "integer Box bounds within +-2**24 (float32 holds every integer there)" if integer \
             else "Box bounds within float32 range"
-        raise ConfigError(f"unsupported action space {space}: the float32 policy needs {what}")
+        raise ConfigError(f"unsupported action space {space_text(space)}: the float32 policy needs {what}")
     free = low < high
     if not np.any(free):
-        raise ConfigError(f"unsupported action space {space}: every component has low == high, so there is "
+        raise ConfigError(f"unsupported action space {space_text(space)}: every component has low == high, so there is "
                           "no action to learn")
     half = 0.5 if integer else 0.0  # integers: every value of [low, high] gets a bin of width 1
     lo, hi = low[free] - half, high[free] + half

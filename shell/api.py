@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -211,7 +212,14 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
         if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):
             path.rmdir()
         raise
-    summary = trainer.train()
+    try:
+        summary = trainer.train()
+    except ConfigError:
+        # a start-up error that the first reset finds (a mask convention that finds no mask) leaves no run dir
+        # behind either, so that the same command, corrected, can run again
+        if dist.is_main and not existed and not any((path / "checkpoints").glob("*.pt")):
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     return TrainResult(trainer.policy(), path, summary, config)
 
 

@@ -9,6 +9,7 @@ key, the value and what is allowed.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import shlex
@@ -32,13 +33,15 @@ def _range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = 
     def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         if value is None:
             return
+        if isinstance(value, float) and not math.isfinite(value):  # NaN passes every comparison; inf means nothing
+            raise ConfigError(f"{_key(attribute)} = {value!r} is not a finite number; allowed: {interval}")
         bad = (lo is not None and (value <= lo if lo_open else value < lo)) or (
             hi is not None and (value >= hi if hi_open else value > hi)
         )
         if bad:
             raise ConfigError(f"{_key(attribute)} = {value!r} is out of range; allowed: {interval}")
 
-    left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+    left, right = "(" if lo_open or lo is None else "[", ")" if hi_open or hi is None else "]"
     interval = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
     if lo is not None and hi is None:  # for the docs (reference/config.md): ">= 1" rather than "[1, inf]"
         check.allowed = f"{'>' if lo_open else '>='} {lo}"
@@ -418,9 +421,21 @@ def _check_type(key: str, value: Any, annotation: Any) -> Any:
     return annotation(value)
 
 
-def _closest(word: str, candidates: list[str]) -> str:
+def _closest(word: str, candidates: list[str], width: int = 90) -> str:
+    """``"; did you mean 'x'?"``, else the known names, the first that fit in ``width`` characters (a message
+    stays one short line)."""
     match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.5)
-    return f"; did you mean {match[0]!r}?" if match else f"; known: {sorted(candidates)}"
+    if match:
+        return f"; did you mean {match[0]!r}?"
+    known = sorted(candidates)
+    if len(str(known)) <= width:
+        return f"; known: {known}"
+    shown: list[str] = []
+    for name in known:
+        if len(", ".join([*shown, name])) > width:
+            break
+        shown.append(name)
+    return f"; known: {', '.join(shown)}, ... ({len(known) - len(shown)} more)"
 
 
 def section_from_dict(name: str, values: dict[str, Any]) -> Any:
@@ -566,10 +581,15 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
         try:
             _check_type(f"{section}.{key}", value, typing.get_type_hints(SECTIONS[section])[key])
         except ConfigError as exc:
-            raise ConfigError(f"--set {text!r}: {exc}; {_toml_hint(section, key, raw)}") from None
+            message = f"--set {text!r}: {exc}; {_toml_hint(section, key, raw)}"
+            if len(message) > MAX_MESSAGE:  # the example would make a long line longer: the advice alone
+                message = f"--set {text!r}: {exc}; write it as TOML"
+            raise ConfigError(message) from None
     return section, key, sub, value
 
 
+#: The longest one-line message a --set hint may make (the CLI adds "error: " for a line of at most 200).
+MAX_MESSAGE = 193
 TRUE_WORDS, FALSE_WORDS = {"true", "yes", "on", "1", "t", "y"}, {"false", "no", "off", "0", "f", "n"}
 # Examples of a type, for a --set hint where neither the value given nor the key's default will do.
 TYPE_EXAMPLES: dict[Any, Any] = {

@@ -24,3 +24,25 @@ def first_line(exc: BaseException, *, with_type: bool = False) -> str:
     if not with_type:
         return line
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def space_text(space: object, limit: int = 72) -> str:
+    """A gymnasium space as a one-line message names it: its ``str``, or where that is longer than ``limit`` (a
+    Box with bounds per component, a nest of spaces) a summary, ``Box(shape (3, 4), float32, bounds per
+    component)`` or ``Tuple of 3 spaces``, so that the message stays one short line."""
+    text = " ".join(str(space).split())
+    if len(text) <= limit:
+        return text
+    name = type(space).__name__
+    parts = getattr(space, "spaces", None)
+    if parts is not None:
+        return f"{name} of {len(parts)} spaces" + (f" ({', '.join(map(str, parts))})" if isinstance(parts, dict)
+                                                   and sum(len(str(k)) + 2 for k in parts) <= limit else "")
+    shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
+    return f"{name}(shape {tuple(shape) if shape is not None else '?'}, {dtype}, bounds per component)"
+
+
+def clipped(text: str, limit: int = 80) -> str:
+    """``text`` on one line, cut to ``limit`` characters with ``...`` (a user's long value quoted in a message)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."

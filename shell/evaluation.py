@@ -395,6 +395,9 @@ def _episodes(agent: torch.nn.Module, env: Any, env_cfg: EnvConfig, cap: int, se
                 on_step()
             for g, spec in specs.items():
                 reward = results[g].reward.cpu().numpy().reshape(E, spec.rows_per_copy).sum(axis=1)
+                if not np.isfinite(reward).all():  # a NaN return would be reported as a score (or break its std)
+                    bad = reward[~np.isfinite(reward)][0]
+                    raise TrainingError(f"env {env_cfg.id!r} gave a non-finite reward ({bad}) in an evaluation episode")
                 group_return[g] += reward
                 ep_return += reward if opponent is None else opponent.score(g, results[g].reward, E)
             ep_length += 1

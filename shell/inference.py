@@ -32,7 +32,7 @@ from shell.config import Config, config_from_saved
 from shell.devices import resolve_device
 from shell.envs import make_lanes
 from shell.envs.masks import MASK_KEY, MaskError, check_mask, require_mask
-from shell.errors import ConfigError
+from shell.errors import ConfigError, space_text
 from shell.observations import ACTOR_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
 from shell.policies import ActorCritic, lane_spaces, lanes_policy
 
@@ -134,8 +134,8 @@ def load_weights(agent: ActorCritic, state: dict[str, Any]) -> None:
         for what, saved, have in zip(("observation", "action"), stored,
                                      (agent.observation_space, agent.action_space), strict=True):
             if saved != have:
-                raise ConfigError(f"the env's {what} space {have} differs from the checkpoint's {saved}; "
-                                  "use the env the run was trained on")
+                raise ConfigError(f"the env's {what} space {space_text(have)} differs from the checkpoint's "
+                                  f"{space_text(saved)}; use the env the run was trained on")
     agent.load_state_dict(state["model"])
 
 

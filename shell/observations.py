@@ -24,9 +24,14 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.errors import ConfigError
+from shell.errors import ConfigError, space_text
 
 Obs = torch.Tensor | dict[str, torch.Tensor]
+
+
+class ObservationError(ValueError):
+    """An observation that its space cannot hold where the encoder needs it to (a Discrete value out of range)."""
+
 MIN_IMAGE_SIZE = 4
 #: A Dict observation of these two keys splits between the heads: the actor sees ``"obs"`` only, the critic
 #: ``"critic"`` only (a multi-agent env's centralised critic input, shell/envs/pettingzoo/rows.py).
@@ -130,21 +135,26 @@ def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLa
             if part is None:
                 keys = f"env.obs_keys = {list(obs_keys)!r}" if obs_keys is not None else "env.obs_keys is not set"
                 raise ConfigError(f"observation key {key!r} has a space that cannot be encoded: "
-                                  f"{type(sub).__name__} {sub}; {keys}: list the keys to keep, e.g. "
+                                  f"{type(sub).__name__} {space_text(sub)}; {keys}: list the keys to keep, e.g. "
                                   f"env.obs_keys = {[k for k, s in space.spaces.items() if _part(s)]!r}")
             parts[key] = part
         if not parts:
-            raise ConfigError(f"unsupported observation space {space}: an empty Dict")
+            raise ConfigError(f"unsupported observation space {space_text(space)}: an empty Dict")
         return ObsLayout(parts)
     part = _part(space)
     if part is None:
-        raise ConfigError(f"unsupported observation space {type(space).__name__}: {space}; supported: {SUPPORTED}")
+        raise ConfigError(f"unsupported observation space {type(space).__name__}: {space_text(space)}; supported: "
+                          f"{SUPPORTED}")
     return ObsLayout({None: part})
 
 
 def _part_to_tensor(obs: np.ndarray, part: ObsPart, device: torch.device) -> torch.Tensor:
     if part.kind == "onehot":
-        index = torch.as_tensor(np.asarray(obs, dtype=np.int64) - int(part.space.start))
+        raw = np.asarray(obs, dtype=np.int64)
+        outside = (raw < part.space.start) | (raw >= part.space.start + part.shape[0])
+        if outside.any():  # one_hot would raise a RuntimeError that names no observation
+            raise ObservationError(f"an observation {int(raw[outside].flat[0])} is outside its space {part.space}")
+        index = torch.as_tensor(raw - int(part.space.start))
         return torch.nn.functional.one_hot(index, part.shape[0]).to(device, torch.float32)
     if part.kind == "image":
         array = np.asarray(obs)

@@ -108,6 +108,8 @@ class PPO:
                         mb["obs"], mb["raw_actions"], mb["states"], mb["episode_starts"], self.generator, mask,
                         **evaluate_kw)
                     keep = mb["valid"]  # rows that are not valid stay in their sequence, out of the losses
+                    if not self.dist.enabled and not keep.any():  # sequences of agents that were all absent
+                        continue
                     new_log_prob, entropy, new_value = new_log_prob[keep], entropy[keep], new_value[keep]
                     mask = None if mask is None else mask.flatten(0, 1)[keep]
                     mb = {k: mb[k][keep] for k in ("log_probs", "values", "advantages", "returns")}
@@ -154,12 +156,14 @@ class PPO:
             count += n_mb
             epochs += 1
             if cfg.target_kl is not None:
-                mean_kl = self.dist.all_reduce_sum(epoch_kl / n_mb) / self.dist.world_size
+                mean_kl = self.dist.all_reduce_sum(epoch_kl / max(n_mb, 1)) / self.dist.world_size
                 if mean_kl.item() > cfg.target_kl:
                     break
-        out = dict(zip(METRICS, sums / count, strict=True))
+        # a rollout without a valid row (a group of agents absent throughout) takes no step: its metrics are 0
+        out = dict(zip(METRICS, sums / max(count, 1), strict=True))
         out["epochs"] = torch.tensor(float(epochs), device=sums.device)
-        out["explained_variance"] = core.explained_variance(*storage.valid_values_and_returns())
+        values, returns = storage.valid_values_and_returns()
+        out["explained_variance"] = core.explained_variance(values, returns) if len(returns) else sums.new_zeros(())
         if adaptive:
             out["learning_rate"] = self._adaptive_lr(sums.device).detach().clone()  # where the KL rule left it
         return out

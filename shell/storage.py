@@ -178,6 +178,8 @@ class RolloutStorage:
         perm = perm[self.valid.flatten()[perm]]  # rows that are not valid never enter a minibatch
         batch_size = len(perm)
         size = batch_size // num_minibatches
+        if size == 0:  # fewer valid rows than minibatches (a group of agents absent most of the rollout): one each
+            size, num_minibatches = 1, batch_size
         for start in range(0, size * num_minibatches, size):
             mb_inds = perm[start:start + size]
             yield {k: map_obs(lambda x, i=mb_inds: x[i], v) for k, v in b.items()}

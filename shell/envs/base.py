@@ -26,7 +26,7 @@ from gymnasium import spaces
 
 from shell.actions import box_action_layout
 from shell.config import EnvConfig
-from shell.errors import ConfigError
+from shell.errors import ConfigError, clipped, space_text
 from shell.observations import Obs
 from shell.seeding import ResetSeed
 
@@ -230,18 +230,20 @@ def check_action_space(space: spaces.Space) -> None:
         return
     if isinstance(space, spaces.Discrete):
         if space.n < 2:
-            raise ConfigError(f"unsupported action space {space}: a Discrete action space needs n >= 2")
+            raise ConfigError(f"unsupported action space {space_text(space)}: a Discrete action space needs n >= 2")
         return
     if isinstance(space, spaces.MultiDiscrete):
         if space.nvec.ndim != 1 or not np.any(space.nvec >= 2):
-            raise ConfigError(f"unsupported action space {space}: MultiDiscrete needs a 1-D nvec with an entry >= 2")
+            raise ConfigError(f"unsupported action space {space_text(space)}: MultiDiscrete needs a 1-D nvec with an "
+                              "entry >= 2")
         return
     if isinstance(space, spaces.MultiBinary):
         if int(np.prod(space.shape, dtype=np.int64)) < 1:
-            raise ConfigError(f"unsupported action space {space}: a MultiBinary action space needs a bit")
+            raise ConfigError(f"unsupported action space {space_text(space)}: a MultiBinary action space needs a bit")
         return
     raise ConfigError(
-        f"unsupported action space {space}; supported: Box with finite bounds, Discrete, MultiDiscrete, MultiBinary"
+        f"unsupported action space {space_text(space)}; supported: Box with finite bounds, Discrete, MultiDiscrete, "
+        "MultiBinary"
     )
 
 
@@ -269,4 +271,4 @@ def backend_error(cfg: EnvConfig, exc: Exception) -> ConfigError:
     if isinstance(exc, TypeError) and "incompatible constructor arguments" in msg:  # pybind11's, many lines long
         msg = "a value in env.kwargs has a type the C++ env does not accept"
     return ConfigError(f"cannot make env {cfg.id!r} with env.backend = {cfg.backend!r}: {msg} "
-                       f"(env.kwargs = {dict(cfg.kwargs)!r})")
+                       f"(env.kwargs = {clipped(repr(dict(cfg.kwargs)), 50)})")

@@ -25,9 +25,9 @@ from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space, source_name
-from shell.errors import ConfigError, TrainingError, first_line
+from shell.errors import ConfigError, TrainingError, clipped, first_line
 from shell.installation import install_hint
-from shell.observations import Obs, obs_layout, stack_final_obs, to_tensor
+from shell.observations import Obs, ObservationError, obs_layout, stack_final_obs, to_tensor
 from shell.seeding import ResetSeed
 from shell.workers import become_worker, how_it_ended
 
@@ -217,10 +217,10 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
         hint = install_hint(extra) if extra else "install the package it names"
         raise ConfigError(f"env {cfg.id!r} needs a missing optional dependency; run: {hint}") from None
     except Exception as exc:  # an env that cannot be built from this config: bad id, kwarg, or an assert inside it
-        msg = first_line(exc)
+        msg = clipped(first_line(exc), 90)  # gymnasium's own message quotes the kwargs whole
         if not msg or isinstance(exc, AssertionError):
             msg = type(exc).__name__ + (f": {msg}" if msg else "")
-        context = [f"env.kwargs = {dict(cfg.kwargs)!r}"] if cfg.kwargs else []
+        context = [f"env.kwargs = {clipped(repr(dict(cfg.kwargs)), 50)}"] if cfg.kwargs else []
         if cfg.obs_keys is not None:
             context.append(f"env.obs_keys = {list(cfg.obs_keys)!r}")
         where = f" ({'; '.join(context)})" if context and not isinstance(exc, gym.error.Error) else ""
@@ -415,7 +415,10 @@ class GymVecEnv:
             raise
 
     def _encode(self, obs: Any) -> Obs:
-        return to_tensor(obs, self.layout, self.device)
+        try:
+            return to_tensor(obs, self.layout, self.device)
+        except ObservationError as exc:  # the env's own fault: exit 1 with one line, as for an env that raises
+            raise TrainingError(f"env {self._name()}: {exc} (at vector step {self._steps})") from None
 
     def sub_envs(self) -> gym.vector.VectorEnv | None:
         """The gymnasium vector env whose sub-envs callbacks may change (``call``, ``get_attr``, ``set_attr``

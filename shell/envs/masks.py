@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from shell.errors import ConfigError, TrainingError
+from shell.errors import ConfigError, TrainingError, space_text
 
 MASK_KEY = "action_mask"
 METHOD = "action_masks"
@@ -110,7 +110,8 @@ def without_mask_key(space: spaces.Space) -> spaces.Space:
         return space
     kept = {k: v for k, v in space.spaces.items() if k != MASK_KEY}
     if not kept:
-        raise MaskError(f"the observation space {space} holds only {MASK_KEY!r}: there is nothing to observe")
+        raise MaskError(f"the observation space {space_text(space)} holds only {MASK_KEY!r}: there is nothing to "
+                        "observe")
     return spaces.Dict(kept)
 
 
@@ -150,7 +151,7 @@ def resolve_source(setting: str, action_space: spaces.Space, observation_space: 
         if setting == "auto":
             return None
         raise MaskError(f"env.action_mask = {setting!r}: action masks need a Discrete, MultiDiscrete or MultiBinary "
-                        f"action space, not {action_space}")
+                        f"action space, not {space_text(action_space)}")
     refused = refused or {}
     if setting in refused:
         raise MaskError(f"env.action_mask = {setting!r} {refused[setting]}")
@@ -163,7 +164,7 @@ def resolve_source(setting: str, action_space: spaces.Space, observation_space: 
     if setting == "obs" and not has_mask_key(observation_space):
         near = _near_key(_subspaces(observation_space), action_space)
         raise MaskError(f"env.action_mask = 'obs' needs a Dict observation with key {MASK_KEY!r}; {observation} "
-                        f"is {observation_space}{_did_you_mean(near)}")
+                        f"is {space_text(observation_space)}{_did_you_mean(near)}")
     if setting == "method" and not (vector_env is not None and has_method(vector_env)):
         near = _near_method(vector_env)
         raise MaskError(f"env.action_mask = 'method' needs an {METHOD}() method on the env; it has none"
@@ -378,7 +379,7 @@ def check_mask(raw: Any, num_rows: int, action_space: spaces.Space, *, ignored: 
     """
     size = mask_size(action_space)
     if size is None:
-        raise MaskError(f"the action space {action_space} takes no action mask")
+        raise MaskError(f"the action space {space_text(action_space)} takes no action mask")
     try:
         mask = np.asarray(raw)
     except Exception:

@@ -19,7 +19,7 @@ from shell.envs.pettingzoo.copies import AsyncCopies, SyncCopies, make_copy
 from shell.envs.pettingzoo.groups import check_parallel
 from shell.envs.pettingzoo.turns import TurnGame, is_turn_based
 from shell.envs.pettingzoo.vector import ParallelVecEnv
-from shell.errors import ConfigError, first_line
+from shell.errors import ConfigError, clipped, first_line
 from shell.installation import install_hint
 
 
@@ -130,8 +130,9 @@ def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: t
         raise
     except Exception as exc:
         SyncCopies(envs, False).close()
-        context = f" (env.kwargs = {dict(cfg.kwargs)!r})" if cfg.kwargs else ""
-        raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {first_line(exc)}{context}") from None
+        context = f" (env.kwargs = {clipped(repr(dict(cfg.kwargs)), 50)})" if cfg.kwargs else ""
+        raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {clipped(first_line(exc), 90)}{context}") \
+            from None
     if in_workers:
         def make_copies(with_state: bool) -> AsyncCopies:
             return AsyncCopies(factory, copies, render_mode, with_state, name)

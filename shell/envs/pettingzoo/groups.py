@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from shell.errors import ConfigError
+from shell.errors import ConfigError, space_text
 
 
 def check_parallel(env: Any, name: str) -> None:
@@ -66,7 +66,8 @@ def check_groups(groups: dict[str, list[str]], agents: list[str], obs_space: Cal
             for what, space in (("observation", obs_space), ("action", act_space)):
                 if repr(space(agent)) != repr(space(first)):
                     raise ConfigError(f"env.groups.{group}: {agent!r} and {first!r} have different {what} spaces "
-                                      f"({space(agent)} and {space(first)}); one policy serves one set of spaces")
+                                      f"({space_text(space(agent))} and {space_text(space(first))}); one policy "
+                                      "serves one set of spaces")
     missing = [a for a in agents if a not in seen]
     if missing:
         raise ConfigError(f"env.groups leave out {missing}; every agent of env {name!r} needs a group")

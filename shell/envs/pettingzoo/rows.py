@@ -15,8 +15,8 @@ from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space
-from shell.errors import ConfigError
-from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
+from shell.errors import ConfigError, TrainingError, space_text
+from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, ObservationError, agent_view, obs_layout, to_tensor
 
 if TYPE_CHECKING:
     from shell.envs.pettingzoo.vector import ParallelVecEnv
@@ -60,6 +60,7 @@ class GroupRows:
         self._turn = np.ones(self.num_envs, dtype=bool)
         self._obs: list[Any] = [None] * self.num_envs
         self._mask_rows = np.ones((self.num_envs, self._mask_size or 0), dtype=bool)
+        self._unseen = False  # "auto" settled without an agent of the group at the first reset
         self._mask: torch.Tensor | None = None
         self._return = np.zeros(N, dtype=np.float64)  # the group's return in each copy's running episode
         self._action: np.ndarray | None = None
@@ -81,12 +82,12 @@ class GroupRows:
                                    np.concatenate([own.high, one_hot.high]).astype(np.float32), dtype=np.float32)
             else:
                 raise ConfigError(f"policy.agent_id needs a 1-D Box or a Dict observation; the agents of group "
-                                  f"{self.group!r} observe {own}")
+                                  f"{self.group!r} observe {space_text(own)}")
         if self.critic == "local":
             return actor
         if not (isinstance(actor, spaces.Box) and len(actor.shape) == 1):
             raise ConfigError(f"policy.critic = {self.critic!r} needs 1-D Box observations; the agents of group "
-                              f"{self.group!r} observe {own}")
+                              f"{self.group!r} observe {space_text(own)}")
         size = self.parent.state_size if self.critic == "state" else M * int(own.shape[0])
         critic = spaces.Box(-np.inf, np.inf, (size + M,), np.float32)
         return spaces.Dict({ACTOR_KEY: actor, CRITIC_KEY: critic})
@@ -135,6 +136,12 @@ class GroupRows:
         their action is ignored, and a classic game's all-false mask of a waiting seat is never read)."""
         # "auto": the first reset decides whether infos carry masks (the first agent's info)
         first = next((infos[a] for a in self.agents if a in infos), None)
+        if first is None and self.mask_source == masks.PENDING_INFO:
+            self._unseen = True  # "auto" decides "no masks" on no info: refused below if its agents show masks later
+        elif self._unseen and any(masks.MASK_KEY in (infos.get(a) or {}) for a in self.agents):
+            raise ConfigError(f"env {self.parent.name}: group {self.group!r} was absent at the first reset, so "
+                              "env.action_mask = 'auto' found no masks, but its agents' info holds "
+                              f"{masks.MASK_KEY!r}: set env.action_mask = 'info'")
         try:
             source = self.mask_source = masks.settle_source(self.mask_source, first, self.action_space,
                                                             self._own_space)
@@ -180,13 +187,17 @@ class GroupRows:
         if self.critic != "local":
             shared = np.stack(states) if self.critic == "state" else own.reshape(N, -1)
             critic = np.concatenate([np.repeat(shared.astype(np.float32, copy=False), M, axis=0), ids], axis=1)
-        return to_tensor(agent_view(own, ids if self.agent_id else None, critic), self.layout, self.device)
+        try:
+            return to_tensor(agent_view(own, ids if self.agent_id else None, critic), self.layout, self.device)
+        except ObservationError as exc:  # the env's own fault: exit 1 with one line, as for an env that raises
+            raise TrainingError(f"env {self.parent.name}: {exc} (at vector step {self.parent.steps})") from None
 
     def _own_part(self, obs: Any, key: str | None) -> np.ndarray:
         """One row's own observation (or its Dict part ``key``), zeros for a row whose agent is gone."""
         space = self._own_space if key is None else self._own_space.spaces[key]
-        if obs is None:
-            return np.zeros(space.shape, dtype=space.dtype)
+        if obs is None:  # zeros; a Discrete that starts elsewhere holds no 0: its start
+            return np.full(space.shape, getattr(space, "start", 0) if isinstance(space, spaces.Discrete) else 0,
+                           dtype=space.dtype)
         part = obs if key is None else obs[key]
         return np.asarray(part, dtype=space.dtype).reshape(space.shape)
 

@@ -1,0 +1,227 @@
+"""Regression tests of the bugs the fuzzer found (docs/reliability.md lists them), each named after the bug."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+import shell
+from shell.config import apply_overrides, load_config
+from shell.envs.base import check_action_space
+from shell.errors import ConfigError, TrainingError
+from shell.evaluation import eval_checkpoint
+from shell.observations import obs_layout
+from tests.fuzz.outcomes import Outcome, check_checkpoints_finite, check_failure, fuzz_overrides
+
+
+@pytest.mark.parametrize("key", ["ppo.gamma", "ppo.gae_lambda", "ppo.learning_rate", "ppo.clip_coef", "ppo.vf_coef",
+                                 "ppo.ent_coef", "ppo.max_grad_norm", "ppo.adam_eps", "ppo.target_kl",
+                                 "ppo.reward_scale", "env.obs_clip", "env.reward_clip", "policy.init_log_std",
+                                 "policy.image_scale", "run.tracker_timeout", "selfplay.latest_prob"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_float_in_a_config_is_refused_at_start_up(key, value):
+    """NaN passed every range check (each comparison with NaN is false) and inf passed those without an upper
+    bound, so ``ppo.gamma = nan`` or ``ppo.learning_rate = inf`` trained, to exit 1 on a non-finite loss or to
+    silently useless updates, instead of exit 2 at start-up."""
+    written = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    for load in (lambda: apply_overrides({}, {key: value}), lambda: load_config(None, [f"{key}={written}"])):
+        with pytest.raises(ConfigError) as info:
+            load()
+        assert f"{key} = {value!r} is not a finite number; allowed: " in str(info.value)
+        assert "\n" not in str(info.value)
+
+
+def test_a_nan_reward_in_evaluation_ends_with_one_line_not_a_crash(tmp_path):
+    """A reward of NaN met only in the final evaluation (training never reached it) made the summary's
+    ``statistics.pstdev`` raise AttributeError: a traceback from the CLI. It is the env's fault: exit 1, one line,
+    the last good checkpoint kept; ``eval`` of the checkpoint says the same."""
+    spec = {"obs": {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0},
+            "act": {"type": "box", "shape": [1], "dtype": "float32", "low": -1.0, "high": 1.0},
+            "episodes": [[20, "truncated"]], "reward_scale": 1.0, "obs_scale": 1.0, "mask": None,
+            "fault": {"kind": "nan_reward", "at": 10}, "seed": 0}
+    run = {"env.num_envs": 1, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "run.total_timesteps": 4,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(TrainingError) as info:
+        shell.train(overrides=fuzz_overrides(spec, run), run_dir=tmp_path / "run", progress=False)
+    message = str(info.value)
+    assert "\n" not in message and "gave a non-finite reward (nan) in an evaluation episode" in message
+    assert "the last good checkpoint is" in message
+    check_failure(Outcome(1, message), tmp_path / "run")
+    with pytest.raises(TrainingError, match=r"non-finite reward \(nan\) in an evaluation episode$"):
+        eval_checkpoint(tmp_path / "run", episodes=1)
+
+
+DISCRETE_OBS = {"type": "discrete", "n": 3, "start": 5}
+
+
+def test_a_discrete_observation_outside_its_space_ends_with_one_line_not_a_crash(tmp_path):
+    """An env that returned 8 for Discrete(3, start=5) met torch's one_hot, whose RuntimeError ("Class values must
+    be smaller than num_classes") was a traceback from the CLI. It is the env's fault: exit 1 with one line naming
+    the value and the space; ``load_policy`` refuses it with a ValueError."""
+    spec = {"obs": DISCRETE_OBS, "act": {"type": "discrete", "n": 2, "start": 0}, "episodes": [[20, "truncated"]],
+            "reward_scale": 1.0, "obs_scale": 1.0, "mask": None, "fault": {"kind": "outside_obs", "at": 3}, "seed": 0}
+    run = {"env.num_envs": 1, "ppo.num_steps": 8, "ppo.num_minibatches": 1, "run.total_timesteps": 16,
+           "run.eval_episodes": 0, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(TrainingError) as info:
+        shell.train(overrides=fuzz_overrides(spec, run), run_dir=tmp_path / "run", progress=False)
+    assert str(info.value) == ("env Fuzz-v0: an observation 8 is outside its space Discrete(3, start=5) (at vector "
+                               "step 3); no checkpoint was written yet")
+    result = shell.train(overrides=fuzz_overrides({**spec, "fault": None}, run), run_dir=tmp_path / "ok",
+                         progress=False)
+    with pytest.raises(ValueError, match=r"^an observation 4 is outside its space Discrete\(3, start=5\)$"):
+        result.policy(np.int64(4))
+    assert result.policy(np.int64(7)) in (0, 1)
+
+
+def test_a_gone_agent_with_a_discrete_observation_that_does_not_start_at_0_trains(tmp_path):
+    """A PettingZoo agent that had left stood in its group's rows as the observation 0, which a Discrete(3,
+    start=5) does not hold: one_hot raised a RuntimeError (a traceback) as soon as an agent left before the others.
+    The stand-in is now the space's start."""
+    agent = {"obs": DISCRETE_OBS, "act": {"type": "discrete", "n": 2, "start": 0}, "joins": 0, "end": "terminated"}
+    spec = {"agents": [{**agent, "name": "relay_0", "lifetime": 1}, {**agent, "name": "relay_1", "lifetime": 4}],
+            "mask": None, "fault": None, "seed": 0}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 1, "ppo.num_steps": 8, "ppo.num_minibatches": 1, "run.total_timesteps": 8,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    result = shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
+    assert result.summary["env_steps"] == 8 and np.isfinite(result.summary["eval_return_mean"])
+
+
+def test_an_unknown_key_without_a_close_match_is_refused_in_one_short_line():
+    """``ppo.batch_size`` (no known key is close) listed all sixteen [ppo] keys: a line of 296 characters."""
+    with pytest.raises(ConfigError) as info:
+        apply_overrides({}, {"ppo.batch_size": 64})
+    message = str(info.value)
+    assert message == ("overrides key 'ppo.batch_size': unknown key ppo.batch_size; known: adam_eps, anneal_lr, "
+                       "clip_coef, clip_vloss, ent_coef, gae_lambda, gamma, learning_rate, ... (8 more)")
+    assert len("error: " + message) <= 200
+
+
+LONG_TUPLE = spaces.Tuple([spaces.Box(np.array([-1e39, -1.0, 1e6]), np.array([1e39, 1.0, 1e6 + 1]), dtype=np.float64),
+                           spaces.Box(0, 255, (7, 5, 2), np.uint8), spaces.MultiDiscrete([4, 3])])
+LONG_BOX = spaces.Box(np.array([-np.inf, -1000.0, 0.0, -0.1]), np.array([np.inf, 0.2, 1e-6, 1.0]), dtype=np.float64)
+
+
+@pytest.mark.parametrize(("check", "space", "start"), [
+    (obs_layout, LONG_TUPLE, "unsupported observation space Tuple: Tuple of 3 spaces; supported: "),
+    (check_action_space, LONG_BOX, "unsupported action space Box(shape (4,), float64, bounds per component): the "
+                                   "tanh-squashed policy needs finite Box bounds"),
+])
+def test_a_space_with_a_long_repr_is_named_in_one_short_line(check, space, start):
+    """An unsupported space was quoted whole: a Tuple of Boxes with bounds per component made a line of 279
+    characters. A space whose text is long is now summed up."""
+    with pytest.raises(ConfigError) as info:
+        check(space)
+    message = str(info.value)
+    assert message.startswith(start) and len("error: " + message) <= 200, message
+
+
+@pytest.mark.parametrize("recurrent", ["gru", "none"])
+def test_a_group_of_agents_absent_for_a_whole_rollout_is_not_updated_and_training_goes_on(tmp_path, recurrent):
+    """A group whose only agent joins late had no valid row in the first rollout: the recurrent update normalised an
+    empty minibatch (ValueError: normalize_advantages got an empty tensor) and the feed-forward one cut an empty
+    batch into minibatches of size 0 (ValueError from range): a traceback. Such a group now takes no step in that
+    update (its metrics are 0), and trains once it acts."""
+    relay = {"name": "relay_0", "obs": {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0},
+             "act": {"type": "multidiscrete", "nvec": [4, 1, 1], "start": [0, -1, 2]}, "joins": 0, "lifetime": 4,
+             "end": "terminated"}
+    scout = {"name": "scout_0", "obs": {"type": "box", "shape": [2], "dtype": "float32", "low": 0.0, "high": 1.0},
+             "act": {"type": "discrete", "n": 3, "start": 0}, "joins": 3, "lifetime": 5, "end": "terminated"}
+    spec = {"agents": [relay, scout], "mask": None, "fault": None, "seed": 13193}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 2, "ppo.num_steps": 4, "ppo.num_minibatches": 2, "policy.recurrent": recurrent,
+           "policy.rnn_hidden_size": 8, "run.total_timesteps": 16, "run.eval_episodes": 1, "run.device": "cpu",
+           "run.loggers": []}
+    result = shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
+    assert result.summary["env_steps"] == 16 and np.isfinite(result.summary["eval_return_mean"])
+    check_checkpoints_finite(tmp_path / "run")
+
+
+def test_a_wrong_type_in_set_with_a_long_example_stays_one_short_line():
+    """``--set env.wrappers="gymnasium.wrappers:ClipReward"`` (a string for an array of tables) was answered with
+    the value twice and a whole example of [[env.wrappers]]: 319 characters. Past 200 the example is left out."""
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ['env.wrappers="gymnasium.wrappers:ClipReward"'])
+    message = str(info.value)
+    assert message.endswith("expected an array of tables, e.g. [[env.wrappers]]; write it as TOML")
+    assert len("error: " + message) <= 200
+
+
+def test_a_refusal_found_by_the_first_reset_leaves_no_run_dir_behind(tmp_path):
+    """``env.action_mask = 'info'`` on an env whose masks come from ``action_masks()`` is refused at the first reset
+    (exit 2), after config.toml, versions.json and metrics.csv were written: the same command, corrected, was then
+    refused too (the run dir is not empty). The run dir made for the run goes, as for any start-up error."""
+    spec = {"obs": {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0},
+            "act": {"type": "discrete", "n": 3, "start": -3}, "episodes": [[8, "both"]], "reward_scale": 1.0,
+            "obs_scale": 1.0, "mask": "method", "fault": None, "seed": 0}
+    run = {"env.num_envs": 2, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "run.total_timesteps": 8,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(ConfigError, match=r"env.action_mask = 'info': the env's info has no 'action_mask' key"):
+        shell.train(overrides=fuzz_overrides(spec, run, "info"), run_dir=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    result = shell.train(overrides=fuzz_overrides(spec, run, "method"), run_dir=tmp_path / "run", progress=False)
+    assert result.summary["env_steps"] == 8
+
+
+def test_a_failure_to_make_the_env_quotes_long_kwargs_cut_short():
+    """An env that cannot be made from ``env.kwargs`` was named with the whole kwargs: a spec of a few hundred
+    characters made a line of 624 (and gymnasium's own message quotes them whole too). Both are cut short."""
+    from shell.config import config_from_dict
+    from shell.envs import make_env
+
+    config = config_from_dict({"env": {"id": "CartPole-v1", "num_envs": 1, "kwargs": {"no_such_kwarg": "x" * 300}}})
+    with pytest.raises(ConfigError) as info:
+        make_env(config.env, torch.device("cpu"))
+    message = str(info.value)
+    assert message.startswith("cannot make env 'CartPole-v1': CartPoleEnv.__init__() got an unexpected keyword ")
+    assert "(env.kwargs = {'no_such_kwarg': 'xxx" in message and message.endswith("...)"), message
+    assert len("error: " + message) <= 200, message
+
+
+def test_a_group_absent_at_the_first_reset_is_not_trained_unmasked_in_silence(tmp_path):
+    """With ``env.action_mask = 'auto'`` a group's first reset decides whether its agents' info carries masks; a
+    group whose agents all join later had no info then, so it was decided "no masks" and trained unmasked: the
+    env got illegal actions. Its agents' masks, once they appear, are now refused under "auto" (exit 2, one line,
+    no run dir left); ``'info'`` trains it masked, and a group without masks trains as before."""
+    agent = {"obs": {"type": "box", "shape": [1], "dtype": "float32", "low": -1.0, "high": 1.0},
+             "act": {"type": "discrete", "n": 2, "start": 0}, "end": "truncated"}
+    spec = {"agents": [{**agent, "name": "scout_0", "joins": 0, "lifetime": 6,
+                        "act": {"type": "multidiscrete", "nvec": [2, 2], "start": [0, 0]}},
+                       {**agent, "name": "relay_0", "joins": 1, "lifetime": 2}], "mask": "info", "fault": None,
+            "seed": 1095}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 1, "ppo.num_steps": 8, "ppo.num_minibatches": 1, "run.total_timesteps": 16,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(ConfigError) as info:
+        shell.train(overrides=run, run_dir=tmp_path / "auto", progress=False)
+    assert str(info.value) == ("env tests.fuzz.fuzz_agents: group 'relay' was absent at the first reset, so "
+                               "env.action_mask = 'auto' found no masks, but its agents' info holds 'action_mask': "
+                               "set env.action_mask = 'info'")
+    assert not (tmp_path / "auto").exists()
+    result = shell.train(overrides={**run, "env.action_mask": "info"}, run_dir=tmp_path / "info", progress=False)
+    assert result.summary["env_steps"] == 16  # the env refuses an action against its mask: none was sent
+    unmasked = json.dumps({**spec, "mask": None})
+    result = shell.train(overrides={**run, "env.kwargs": {"spec": unmasked}}, run_dir=tmp_path / "none",
+                         progress=False)
+    assert result.summary["env_steps"] == 16
+
+
+def test_a_multi_agent_refusal_names_a_space_of_many_lines_in_one_short_line(tmp_path):
+    """``policy.agent_id`` on agents that observe a rank-3 integer Box quoted the space as numpy prints it: over
+    several lines (numpy breaks a 3-D array's rows), so the refusal was not one line."""
+    box = {"type": "box", "shape": [3, 1, 2], "dtype": "int32", "low": [[[-2**31, 0]], [[0, -2**31]], [[-1, -1]]],
+           "high": [[[2**31 - 1, 0]], [[2**31 - 1, 2**31 - 1]], [[1, 1]]]}
+    spec = {"agents": [{"name": "scout_0", "obs": box, "act": {"type": "discrete", "n": 2, "start": 0}, "joins": 0,
+                        "lifetime": 4, "end": "terminated"}], "mask": None, "fault": None, "seed": 0}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 1, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "policy.agent_id": True,
+           "run.total_timesteps": 4, "run.eval_episodes": 0, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(ConfigError) as info:
+        shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
+    assert str(info.value) == ("policy.agent_id needs a 1-D Box or a Dict observation; the agents of group 'scout' "
+                               "observe Box(shape (3, 1, 2), int32, bounds per component)")
