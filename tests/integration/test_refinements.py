@@ -219,5 +219,5 @@ def test_bad_refinement_settings_are_one_line(values, message):
 def test_a_bad_refinement_setting_exits_2_with_one_line(tmp_path):
     proc = run_main("--config", "pendulum", "--set", "ppo.rpo_alpha=-1", "--run-dir", str(tmp_path / "run"))
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == "error: ppo.rpo_alpha = -1.0 is out of range; allowed: [0.0, inf]"
+    assert proc.stderr.strip().splitlines()[-1] == "error: ppo.rpo_alpha = -1.0 is out of range; allowed: [0.0, inf)"
     assert "Traceback" not in proc.stderr
