@@ -79,9 +79,12 @@ OPEN_ATTEMPTS = 20
 at the same moment (two workers starting together on a fresh database)."""
 
 
-def open_storage(url: str, heartbeat: int | None = None) -> Any:
+def open_storage(url: str, heartbeat: int | None = None, wait: bool = False) -> Any:
     """Optuna's RDB storage at ``url``; with ``heartbeat`` (seconds), trials record a heartbeat and a
-    trial whose heartbeat is older than three intervals is failed and retried once.
+    trial whose heartbeat is older than three intervals is failed and retried once. With ``wait`` (a
+    worker, started after its parent reached the database), a database that cannot be reached is waited
+    for, as a call is once open; without it (the parent), it is a ConfigError at once, since a wrong host
+    or port is likelier than an outage.
 
     Opening it is safe to race: processes that create the tables of a fresh database at the same moment
     try again (up to ``OPEN_ATTEMPTS`` times) and find them made. Once open, each operation that fails
@@ -108,9 +111,13 @@ def open_storage(url: str, heartbeat: int | None = None) -> Any:
         else:
             kwargs["failed_trial_callback"] = optuna.storages.RetryFailedTrialCallback(max_retry=1)
         kwargs.update(heartbeat_interval=heartbeat, grace_period=3 * heartbeat)
+    make = _retrying_storage_class(optuna)
     for attempt in range(OPEN_ATTEMPTS):
         try:
-            storage = _retrying_storage_class(optuna)(url, **copy.deepcopy(kwargs))
+            if wait:
+                storage = _call_with_retry(lambda: make(url, **copy.deepcopy(kwargs)))
+            else:
+                storage = make(url, **copy.deepcopy(kwargs))
             if sqlite:
                 _begin_immediate(storage.engine)
             return storage
@@ -272,7 +279,7 @@ def load_study(settings: Settings, heartbeat: bool = False) -> Any:
             made with other settings.
     """
     optuna = _optuna()
-    storage = open_storage(settings.storage, settings.heartbeat if heartbeat else None)
+    storage = open_storage(settings.storage, settings.heartbeat if heartbeat else None, wait=heartbeat)
     try:
         study = optuna.create_study(study_name=settings.study, storage=storage, direction="maximize",
                                     load_if_exists=True, sampler=_sampler(optuna, settings),
