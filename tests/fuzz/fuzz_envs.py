@@ -58,7 +58,7 @@ def space_from_spec(spec: dict[str, Any]) -> spaces.Space:
             high = np.clip(high, info.min, info.max).astype(dtype)
         else:
             low, high = low.astype(dtype), high.astype(dtype)
-        return spaces.Box(low, high, shape, dtype)
+        return spaces.Box(low, np.maximum(low, high), shape, dtype)  # rounding to the dtype keeps low <= high
     if kind == "discrete":
         return spaces.Discrete(spec["n"], start=spec.get("start", 0))
     if kind == "multidiscrete":
