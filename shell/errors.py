@@ -39,7 +39,9 @@ def space_text(space: object, limit: int = 72) -> str:
         return f"{name} of {len(parts)} spaces" + (f" ({', '.join(map(str, parts))})" if isinstance(parts, dict)
                                                    and sum(len(str(k)) + 2 for k in parts) <= limit else "")
     shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
-    return f"{name}(shape {tuple(shape) if shape is not None else '?'}, {dtype}, bounds per component)"
+    if shape is None or dtype is None:  # a space of no fixed shape (Text, Graph): its text, cut
+        return text[:limit - 3] + "..."
+    return f"{name}(shape {tuple(shape)}, {dtype}, bounds per component)"
 
 
 def clipped(text: str, limit: int = 80) -> str:

@@ -135,7 +135,7 @@ def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLa
             if part is None:
                 keys = f"env.obs_keys = {list(obs_keys)!r}" if obs_keys is not None else "env.obs_keys is not set"
                 raise ConfigError(f"observation key {key!r} has a space that cannot be encoded: "
-                                  f"{type(sub).__name__} {space_text(sub)}; {keys}: list the keys to keep, e.g. "
+                                  f"{space_text(sub, 48)}; {keys}: list the keys to keep, e.g. "
                                   f"env.obs_keys = {[k for k, s in space.spaces.items() if _part(s)]!r}")
             parts[key] = part
         if not parts:

@@ -271,4 +271,4 @@ def backend_error(cfg: EnvConfig, exc: Exception) -> ConfigError:
     if isinstance(exc, TypeError) and "incompatible constructor arguments" in msg:  # pybind11's, many lines long
         msg = "a value in env.kwargs has a type the C++ env does not accept"
     return ConfigError(f"cannot make env {cfg.id!r} with env.backend = {cfg.backend!r}: {msg} "
-                       f"(env.kwargs = {clipped(repr(dict(cfg.kwargs)), 50)})")
+                       f"(env.kwargs = {clipped(repr(dict(cfg.kwargs)), 40)})")

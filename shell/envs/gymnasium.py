@@ -217,10 +217,10 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
         hint = install_hint(extra) if extra else "install the package it names"
         raise ConfigError(f"env {cfg.id!r} needs a missing optional dependency; run: {hint}") from None
     except Exception as exc:  # an env that cannot be built from this config: bad id, kwarg, or an assert inside it
-        msg = clipped(first_line(exc), 90)  # gymnasium's own message quotes the kwargs whole
+        msg = clipped(first_line(exc), 72)  # gymnasium's own message quotes the kwargs whole
         if not msg or isinstance(exc, AssertionError):
             msg = type(exc).__name__ + (f": {msg}" if msg else "")
-        context = [f"env.kwargs = {clipped(repr(dict(cfg.kwargs)), 50)}"] if cfg.kwargs else []
+        context = [f"env.kwargs = {clipped(repr(dict(cfg.kwargs)), 40)}"] if cfg.kwargs else []
         if cfg.obs_keys is not None:
             context.append(f"env.obs_keys = {list(cfg.obs_keys)!r}")
         where = f" ({'; '.join(context)})" if context and not isinstance(exc, gym.error.Error) else ""

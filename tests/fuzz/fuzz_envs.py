@@ -58,7 +58,7 @@ def space_from_spec(spec: dict[str, Any]) -> spaces.Space:
             high = np.clip(high, info.min, info.max).astype(dtype)
         else:
             low, high = low.astype(dtype), high.astype(dtype)
-        return spaces.Box(low, high, shape, dtype)
+        return spaces.Box(low, np.maximum(low, high), shape, dtype)  # rounding to the dtype keeps low <= high
     if kind == "discrete":
         return spaces.Discrete(spec["n"], start=spec.get("start", 0))
     if kind == "multidiscrete":
@@ -99,7 +99,7 @@ def draw(space: spaces.Space, rng: np.random.Generator, scale: float) -> Any:
         low, high = space.low.astype(np.float64), space.high.astype(np.float64)
         centre = np.clip(0.0, low, high)
         lo, hi = np.maximum(low, centre - scale), np.minimum(high, centre + scale)
-        value = rng.uniform(lo, hi)
+        value = np.asarray(rng.uniform(lo, hi))  # an array also for a rank-0 Box
         if space.dtype.kind in "iu":
             value = np.clip(np.rint(value), low, high)
         value = value.astype(space.dtype)

@@ -109,12 +109,15 @@ LONG_BOX = spaces.Box(np.array([-np.inf, -1000.0, 0.0, -0.1]), np.array([np.inf,
 
 @pytest.mark.parametrize(("check", "space", "start"), [
     (obs_layout, LONG_TUPLE, "unsupported observation space Tuple: Tuple of 3 spaces; supported: "),
+    (obs_layout, spaces.Dict({"pos": spaces.Tuple([spaces.Box(1e6, 1e6 + 1, (3,), np.float64), spaces.MultiBinary(4)]),
+                              "b": spaces.MultiBinary((2, 3))}),
+     "observation key 'pos' has a space that cannot be encoded: Tuple of 2 spaces; env.obs_keys is not set"),
     (check_action_space, LONG_BOX, "unsupported action space Box(shape (4,), float64, bounds per component): the "
                                    "tanh-squashed policy needs finite Box bounds"),
 ])
 def test_a_space_with_a_long_repr_is_named_in_one_short_line(check, space, start):
     """An unsupported space was quoted whole: a Tuple of Boxes with bounds per component made a line of 279
-    characters. A space whose text is long is now summed up."""
+    characters; a Tuple under a Dict key, 206. A space whose text is long is now summed up."""
     with pytest.raises(ConfigError) as info:
         check(space)
     message = str(info.value)
@@ -170,7 +173,8 @@ def test_a_refusal_found_by_the_first_reset_leaves_no_run_dir_behind(tmp_path):
 
 def test_a_failure_to_make_the_env_quotes_long_kwargs_cut_short():
     """An env that cannot be made from ``env.kwargs`` was named with the whole kwargs: a spec of a few hundred
-    characters made a line of 624 (and gymnasium's own message quotes them whole too). Both are cut short."""
+    characters made a line of 624 (and gymnasium's own message quotes them whole too; a PettingZoo env's id is
+    longer still). Both are cut short: the env's message at 72 characters, the kwargs at 40."""
     from shell.config import config_from_dict
     from shell.envs import make_env
 

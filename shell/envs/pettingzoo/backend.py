@@ -130,8 +130,8 @@ def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: t
         raise
     except Exception as exc:
         SyncCopies(envs, False).close()
-        context = f" (env.kwargs = {clipped(repr(dict(cfg.kwargs)), 50)})" if cfg.kwargs else ""
-        raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {clipped(first_line(exc), 90)}{context}") \
+        context = f" (env.kwargs = {clipped(repr(dict(cfg.kwargs)), 40)})" if cfg.kwargs else ""
+        raise ConfigError(f"cannot make env {name!r}: {type(exc).__name__}: {clipped(first_line(exc), 72)}{context}") \
             from None
     if in_workers:
         def make_copies(with_state: bool) -> AsyncCopies:
