@@ -64,20 +64,20 @@ def tune_args(tmp_path: Path, study_dir: Path, trials: int = 3, jobs: int = 2, s
             "--total-timesteps", str(steps), "--study-dir", str(study_dir)]
 
 
-def start(args: list[str]) -> subprocess.Popen:
+def start(args: list[str], cwd: Path = ROOT) -> subprocess.Popen:
     """main.py in a session of its own, so that the test can signal its process group as a terminal does."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True)
 
 
-def wait_for_training(study_dir: Path, timeout: float = 120.0) -> None:
-    """Until some trial's run has written a metrics row: a trial is then in the middle of training."""
+def wait_for_training(study_dir: Path, timeout: float = 120.0) -> int:
+    """Until some trial's run has written a metrics row: a trial is then in the middle of training; its number."""
     deadline = time.time() + timeout
     while True:
         for metrics in study_dir.glob("trials/*/s*/metrics.csv"):
             if len(metrics.read_text().splitlines()) >= 2:
-                return
+                return int(metrics.parent.parent.name)
         assert time.time() < deadline, "no trial started training"
         time.sleep(0.05)
 

@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -28,8 +27,8 @@ import pytest
 from shell.tune import NO_HEARTBEAT, resolve_settings
 from shell.tune.study import load_study
 
-from .conftest import ROOT
 from .postgres_server import PostgresServer, missing_reason
+from .test_tune import start, wait_for_training
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=str(missing_reason()))
 
@@ -57,20 +56,7 @@ def machine(tmp_path: Path, name: str, url: str, trials: int, steps: int) -> sub
             "--set", "run.eval_episodes=2", "--heartbeat", "2", "--pruner", "none", "--space", "space.toml",
             "--trials", str(trials), "--jobs", "1", "--total-timesteps", str(steps), "--storage", url,
             "--study", "shared", "--study-dir", "study"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=folder, start_new_session=True)
-
-
-def training_trial(study_dir: Path, timeout: float = 120.0) -> int:
-    """Wait until a trial of this study dir has written a metrics row (it is training); its number."""
-    deadline = time.time() + timeout
-    while True:
-        for metrics in study_dir.glob("trials/*/s*/metrics.csv"):
-            if len(metrics.read_text().splitlines()) >= 2:
-                return int(metrics.parent.parent.name)
-        assert time.time() < deadline, "no trial started training"
-        time.sleep(0.05)
+    return start(args, cwd=folder)
 
 
 def finish(proc: subprocess.Popen, timeout: float = 180) -> str:
@@ -125,7 +111,7 @@ def test_opening_a_fresh_database_at_once_from_many_processes_is_safe(postgres, 
 def test_two_machines_starting_together_through_a_server_restart_lose_and_duplicate_nothing(postgres, tmp_path):
     url = postgres.new_database()
     a, b = (machine(tmp_path, name, url, trials=3, steps=2048) for name in ("a", "b"))
-    training_trial(tmp_path / "a" / "study")
+    wait_for_training(tmp_path / "a" / "study")
     postgres.stop()  # down for a few seconds: the heartbeats and reports of running trials meet no server
     time.sleep(3)
     postgres.start()
@@ -140,7 +126,7 @@ def test_a_machine_killed_mid_trial_has_it_failed_by_the_heartbeat_and_retried_o
     url = postgres.new_database()
     a = machine(tmp_path, "a", url, trials=2, steps=2048)
     b = machine(tmp_path, "b", url, trials=2, steps=2048)
-    killed = training_trial(tmp_path / "b" / "study")
+    killed = wait_for_training(tmp_path / "b" / "study")
     os.killpg(b.pid, signal.SIGKILL)  # the machine goes down: its tune command and its worker, no clean-up
     b.communicate(timeout=30)
     finish(a)
