@@ -9,6 +9,7 @@ from core.distributions import (
     categorical_sample,
     multi_discrete_entropy_coef,
     normalized_entropy_coef,
+    rpo_mean,
     squash,
     squashed_entropy,
     squashed_log_prob,
@@ -34,22 +35,27 @@ from core.masks import (
     masked_logits,
     normalized_entropy_bonus,
 )
-from core.schedules import linear_schedule
+from core.ratings import ELO_SCALE, elo_ratings
+from core.schedules import adaptive_learning_rate, linear_schedule
 from core.stats import (
     approx_kl,
     batch_moments,
     clip_fraction,
+    denormalize_value,
     discounted_return_step,
     explained_variance,
     mean_std_from_sums,
     merge_moments,
     normalize_advantages,
     normalize_obs,
+    normalize_value,
     scale_rewards,
 )
 
 __all__ = [
+    "ELO_SCALE",
     "MAX_LOG_RATIO",
+    "adaptive_learning_rate",
     "approx_kl",
     "batch_moments",
     "bernoulli_entropy",
@@ -62,7 +68,9 @@ __all__ = [
     "categorical_sample",
     "clip_fraction",
     "clip_loss",
+    "denormalize_value",
     "discounted_return_step",
+    "elo_ratings",
     "entropy_weight",
     "explained_variance",
     "gae",
@@ -80,8 +88,10 @@ __all__ = [
     "multi_discrete_entropy_coef",
     "normalize_advantages",
     "normalize_obs",
+    "normalize_value",
     "normalized_entropy_bonus",
     "normalized_entropy_coef",
+    "rpo_mean",
     "scale_rewards",
     "squash",
     "squashed_entropy",

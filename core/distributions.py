@@ -297,3 +297,39 @@ def multi_discrete_entropy_coef(nvec: list[int] | tuple[int, ...], base_coef: fl
     if any(n < 1 for n in sizes) or not any(n >= 2 for n in sizes):
         raise ValueError(f"nvec must hold ints >= 1 with at least one >= 2, got {list(nvec)}")
     return float(base_coef) / sum(math.log(n) for n in sizes)
+
+
+def rpo_mean(mean: torch.Tensor, uniform: torch.Tensor, alpha: float) -> torch.Tensor:
+    """The Gaussian's mean perturbed by uniform noise, as Robust Policy Optimization scores actions.
+
+    ``mean + z`` with ``z = alpha * (2 * uniform - 1)``, so ``z ~ U(-alpha, alpha)`` for
+    ``uniform ~ U(0, 1)``: RPO adds fresh noise of this kind to the mean of the policy's
+    Gaussian in every update pass (never when acting), which keeps the entropy from
+    collapsing. For the tanh-squashed Gaussian the noise goes on the pre-squash mean: the
+    stored raw action ``u`` is pre-tanh and the log-Jacobian of the squash does not depend on
+    the mean, so ``squashed_log_prob(u, rpo_mean(mean, uniform, alpha), std, scale)`` is the
+    squashed density of ``u`` under the perturbed Gaussian. ``alpha = 0`` gives ``mean``
+    itself (the same tensor).
+
+    See "Robust Policy Optimization in Deep Reinforcement Learning", Rahman and Xue, 2022:
+    arXiv:2212.07536 (CleanRL's ``ppo_continuous_action_rpo.py``, ``rpo_alpha = 0.5``).
+
+    Args:
+        mean: ``[..., A]`` float, the Gaussian's mean (with grad).
+        uniform: same shape and dtype, draws from ``U(0, 1)`` (``torch.rand``).
+        alpha: the noise's half-width, >= 0.
+
+    Returns:
+        ``[..., A]`` the perturbed mean (gradients flow to ``mean`` unchanged).
+
+    Raises:
+        ValueError: on mismatched shapes or dtypes, non-float inputs, or ``alpha < 0``.
+    """
+    check_floating(mean=mean, uniform=uniform)
+    check_same_shape(mean=mean, uniform=uniform)
+    check_same_dtype(mean=mean, uniform=uniform)
+    if not alpha >= 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    if alpha == 0:
+        return mean
+    return mean + alpha * (2.0 * uniform - 1.0)

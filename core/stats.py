@@ -297,3 +297,59 @@ def scale_rewards(rewards: torch.Tensor, return_var: torch.Tensor, clip: float =
     """
     check_floating(rewards=rewards, return_var=return_var)
     return (rewards / torch.sqrt(return_var + eps).to(rewards.dtype)).clamp(-clip, clip)
+
+
+def normalize_value(values: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Values or returns in the critic's normalised units: ``(x - mean) / sqrt(var + eps)``.
+
+    Value normalisation trains the critic on targets standardised with running statistics of
+    the returns and reads its outputs back through :func:`denormalize_value` (MAPPO's
+    ``ValueNorm``; PopArt without its output-preserving weight update). The statistics are cast
+    to ``values``' dtype first.
+
+    See "The Surprising Effectiveness of PPO in Cooperative Multi-Agent Games", Yu et al., 2022:
+    arXiv:2103.01955, section 4 (value normalisation); "Learning values across many orders of
+    magnitude", van Hasselt et al., 2016: arXiv:1602.07714 (PopArt).
+
+    Args:
+        values: ``[...]`` float, in return units.
+        mean: 0-d float, the running mean of the returns.
+        var: 0-d float, their running population variance (>= 0).
+        eps: added to the variance, > 0.
+
+    Returns:
+        Same shape and dtype as ``values``.
+
+    Raises:
+        ValueError: for non-float inputs, statistics that are not 0-d, or ``eps <= 0``.
+    """
+    _check_value_stats(values, mean, var, eps)
+    return (values - mean.to(values.dtype)) / torch.sqrt(var.to(values.dtype) + eps)
+
+
+def denormalize_value(normalized: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
+                      eps: float = 1e-5) -> torch.Tensor:
+    """The inverse of :func:`normalize_value`: ``x * sqrt(var + eps) + mean``, in return units.
+
+    Args:
+        normalized: ``[...]`` float, the critic's output.
+        mean: 0-d float, the running mean of the returns.
+        var: 0-d float, their running population variance (>= 0).
+        eps: added to the variance, > 0.
+
+    Returns:
+        Same shape and dtype as ``normalized``.
+
+    Raises:
+        ValueError: for non-float inputs, statistics that are not 0-d, or ``eps <= 0``.
+    """
+    _check_value_stats(normalized, mean, var, eps)
+    return normalized * torch.sqrt(var.to(normalized.dtype) + eps) + mean.to(normalized.dtype)
+
+
+def _check_value_stats(values: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float) -> None:
+    check_floating(values=values, mean=mean, var=var)
+    if mean.dim() != 0 or var.dim() != 0:
+        raise ValueError(f"mean and var must be 0-d, got {list(mean.shape)} and {list(var.shape)}")
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0, got {eps}")

@@ -220,8 +220,10 @@ class PolicyConfig:
     image_scale: float | None = _field(None, "Pixels are multiplied by this (absent = 1/255 for uint8, 1 for float).",
                                        _range(0.0, lo_open=True))
     cnn_precision: str = _field("float32", "Image encoders compute in 'float32' or under 'bfloat16' autocast "
-                                           "(about 2x faster on CPUs with AVX512-BF16).",
-                                _one_of("float32", "bfloat16"))
+                                           "(about 2x faster on CPUs with AVX512-BF16, several times slower "
+                                           "where it is emulated); 'auto' takes bfloat16 only where the "
+                                           "device computes it natively.",
+                                _one_of("float32", "bfloat16", "auto"))
     image_codes: int = _field(16, "image_encoding = 'onehot' or 'embed': codes 0..image_codes-1 per channel.",
                               _range(2))
     recurrent: str = _field("none", "Recurrent core between encoder and heads: 'none', 'lstm' or 'gru'.",
@@ -236,6 +238,12 @@ class PolicyConfig:
                          _one_of("local", "state", "concat"))
     seq_len: int = _field(0, "recurrent: update on sequences of this many steps with their stored start states "
                              "(0 = whole env columns of the rollout); must divide ppo.num_steps.", _range(0))
+    layer_norm: bool = _field(False, "A LayerNorm after each hidden layer of the actor's and critic's MLPs, before "
+                                     "the activation (Ba et al. 2016: arXiv:1607.06450).")
+    critic_keys: list[str] | None = _field(None, "Dict observations of a single-agent env: keys only the critic sees "
+                                                 "(privileged information, an asymmetric actor-critic as in rsl_rl "
+                                                 "and IsaacLab); the actor, export and load_policy leave them out.",
+                                           _names)
 
 
 @_section("ppo")
@@ -262,6 +270,14 @@ class PPOConfig:
     adam_eps: float = _field(1e-5, "Adam epsilon.", _range(0.0, lo_open=True))
     reward_scale: float = _field(1.0, "Constant factor on rewards before GAE (logged returns stay raw).",
                                  _range(0.0, lo_open=True))
+    rpo_alpha: float = _field(0.0, "RPO (Rahman and Xue 2022): uniform noise U(-alpha, alpha) on the Gaussian's "
+                                   "pre-squash mean in the update, not in the rollout (Box actions; 0 = off; "
+                                   "CleanRL uses 0.5).", _range(0.0))
+    desired_kl: float | None = _field(None, "KL-adaptive learning rate (rsl_rl's rule, per minibatch): divide by 1.5 "
+                                            "when approx_kl > 2x this, multiply by 1.5 below half, within [1e-5, "
+                                            "1e-2] (absent = a fixed or annealed rate).", _range(0.0, lo_open=True))
+    value_norm: bool = _field(False, "Train the critic on returns normalised by their running mean and std and "
+                                     "rescale its outputs (MAPPO's ValueNorm; saved in checkpoints).")
 
 
 @_section("run")
@@ -347,6 +363,14 @@ class Config:
                 raise ConfigError(
                     f"a recurrent rollout has env.num_envs * ppo.num_steps / policy.seq_len = {sequences} "
                     f"sequences, not divisible by ppo.num_minibatches = {self.ppo.num_minibatches}")
+        if self.ppo.desired_kl is not None and self.ppo.anneal_lr:
+            raise ConfigError(f"ppo.desired_kl = {self.ppo.desired_kl} sets the learning rate from the KL; it cannot "
+                              "be combined with ppo.anneal_lr = true")
+        if self.policy.critic_keys is not None and (self.policy.share_encoder or self.policy.share_rnn):
+            shared = "share_encoder" if self.policy.share_encoder else "share_rnn"
+            raise ConfigError(f"policy.critic_keys = {self.policy.critic_keys!r} gives the critic inputs the actor "
+                              f"does not see, so actor and critic cannot share one encoder; leave policy.{shared} "
+                              "out or set it to false")
         if self.batch_size % self.ppo.num_minibatches:
             raise ConfigError(
                 f"env.num_envs * ppo.num_steps = {self.batch_size} is not divisible by "

@@ -27,12 +27,15 @@ from shell.errors import ConfigError, TrainingError
 from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
 from shell.observations import map_obs
-from shell.seeding import eval_seeds, opponent_seed
+from shell.ratings import POLICY, MatchTable
+from shell.seeding import eval_seeds, opponent_seed, rating_seed
+from shell.selfplay import snapshot_name, snapshot_players
 from shell.stop import StopRequest
 from shell.tracking import log_videos
 
 __all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "Bot", "BotOpponent", "EvalResult", "RandomOpponent", "SeatOpponent",
-           "eval_checkpoint", "eval_env_config", "eval_episode_cap", "eval_fields", "evaluate", "resolve_opponents"]
+           "SnapshotOpponent", "eval_checkpoint", "eval_env_config", "eval_episode_cap", "eval_fields", "evaluate",
+           "resolve_opponents"]
 
 DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000
 
@@ -50,8 +53,10 @@ class EvalResult(NamedTuple):
         returns_per_group: multi-agent envs with several groups of agents: each episode's return summed
             over each group's agents; None otherwise.
         returns_per_opponent: turn-based games (see :func:`evaluate`): against each evaluation opponent
-            (``run.eval_opponents``, in order), the policy's score in each episode by the seat it played; None
-            otherwise.
+            (``run.eval_opponents``, in order, then each snapshot of the self-play pool, oldest first), the
+            policy's score in each episode by the seat it played; None otherwise.
+        ratings: turn-based games: every player's Elo rating (:class:`shell.ratings.MatchTable`: ``"random"`` =
+            0, the bots, ``"snapshot@<update>"`` for each snapshot, ``"policy"``); None otherwise.
     """
 
     returns: list[float]
@@ -61,6 +66,7 @@ class EvalResult(NamedTuple):
     returns_per_group: dict[str, list[float]] | None = None
     render_fps: int | None = None  # the env's frame rate (its metadata's render_fps), for videos
     returns_per_opponent: dict[str, dict[str, list[float]]] | None = None
+    ratings: dict[str, float | None] | None = None
 
 
 class SeatOpponent:
@@ -165,6 +171,28 @@ class BotOpponent(SeatOpponent):
         return out.to(rows.valid.device)
 
 
+class SnapshotOpponent(SeatOpponent):
+    """:class:`SeatOpponent` of a snapshot of the self-play pool: it plays as it does in training, sampling its
+    policy under the row's mask (with its own observation statistics).
+
+    Args:
+        name: ``"snapshot@<update>"`` (:func:`shell.selfplay.snapshot_name`).
+        player: the snapshot (one lane's policy).
+        specs, copies, device: as :class:`SeatOpponent`.
+        seed: the seed of its sampled moves.
+    """
+
+    def __init__(self, name: str, player: torch.nn.Module, specs: dict, copies: int, device: torch.device,
+                 seed: int):
+        super().__init__(name, specs, copies, device)
+        self.player = player
+        self.generator = torch.Generator(device).manual_seed(seed)
+
+    def moves(self, lane: Any, rows: Rows) -> torch.Tensor:
+        return self.player.act(rows.obs, deterministic=False, generator=self.generator,
+                               action_mask=rows.action_mask)
+
+
 def resolve_opponents(names: Sequence[str]) -> dict[str, Bot | None]:
     """Each ``run.eval_opponents`` entry with its bot (None for ``"random"``), imported now.
 
@@ -203,7 +231,8 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
              max_episode_steps: int | None = None, on_step: Callable[[], None] | None = None,
              source: Callable[[], gym.Env] | None = None, policy: PolicyConfig | None = None,
              frames: list | None = None, seed_scheme: str = "spawn", first_episode: int = 0,
-             opponents: Sequence[str] = ("random",)) -> EvalResult:
+             opponents: Sequence[str] = ("random",), snapshots: dict[int, torch.nn.Module] | None = None,
+             rating_games: dict[tuple[str, str], list[float]] | None = None) -> EvalResult:
     """Run ``episodes`` episodes with the deterministic policy (u = mean, or argmax), one loop for a run of
     one lane or several (each lane's rows acted on by its policy, ``agent.lanes()``).
 
@@ -229,6 +258,14 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
     keeps every opponent's scores by the seat the policy played (self-play's sum over the seats is 0 in a
     zero-sum game and says nothing).
 
+    ``snapshots`` (the self-play pool's, by the update after which each was taken) are opponents too
+    (:class:`SnapshotOpponent`, ``"snapshot@<update>"``, after the named ones), and the game's players are rated
+    (``ratings``, :class:`shell.ratings.MatchTable`): the policy's games against every opponent, and ``episodes``
+    games of each snapshot (sampling, as in training) against each named opponent and each other snapshot, count
+    in one Elo fit anchored at ``"random"`` = 0. A snapshot's games have seeds of their own
+    (:func:`shell.seeding.rating_seed`), so they give the same results in every evaluation; ``rating_games`` (a
+    dict the caller keeps between evaluations) keeps their scores, by pair of names, and they are played once.
+
     A copy's episode ends when the env says so (the last agent of a multi-agent copy is done). An episode still
     running after ``max_episode_steps`` steps (see :func:`eval_episode_cap` for the default) ends there and
     counts as truncated, so an env that never ends its episodes cannot keep the evaluation running forever.
@@ -252,17 +289,27 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
                      policy=policy)
     cap = eval_episode_cap(env_cfg, max_episode_steps, env.max_episode_steps)
     specs, E = env.lanes, env.copies
+    snapshots = dict(snapshots or {})
+    rated = SeatOpponent.serves(specs)
+    table = MatchTable()
     try:
-        if SeatOpponent.serves(specs):
+        if rated:
             sides: list[SeatOpponent | None] = [
                 RandomOpponent(specs, E, opponent_seed(seed, seed_scheme), device) if bot is None
                 else BotOpponent(name, bot, specs, E, device) for name, bot in bots.items()]
+            sides += [SnapshotOpponent(snapshot_name(u), player, specs, E, device, rating_seed(seed, seed_scheme, 0, u))
+                      for u, player in snapshots.items()]
         else:
             sides = [None]
         games = []
         for k, opponent in enumerate(sides):
             games.append(_episodes(agent, env, env_cfg, cap, seed, seed_scheme, episodes, first_episode, device,
                                    stop, on_step, frames if k == 0 else None, opponent))
+            if opponent is not None:
+                table.record(POLICY, opponent.name, games[-1][0])
+        if rated and snapshots:
+            _snapshot_games(table, env, env_cfg, cap, seed, seed_scheme, episodes, first_episode, device, stop,
+                            on_step, bots, snapshots, {} if rating_games is None else rating_games)
     except gym.error.DependencyNotInstalled as exc:
         raise ConfigError(f"rendering {env_cfg.id} needs a missing package ({exc}); "
                           f"run: {install_hint('video')}") from None
@@ -274,15 +321,45 @@ def evaluate(agent: torch.nn.Module, env_cfg: EnvConfig, episodes: int, seed: in
         side.name: {seat: [r for r, played in zip(game[0], side.policy_seat, strict=True) if played == seat]
                     for seat in side.seats} for side, game in zip(sides, games, strict=True)}
     return EvalResult(returns, truncated, cap, per_agent if several_agents and per_opponent is None else None,
-                      per_group if len(specs) > 1 else None, env.render_fps, per_opponent)
+                      per_group if len(specs) > 1 else None, env.render_fps, per_opponent,
+                      table.elo() if rated else None)
+
+
+def _snapshot_games(table: MatchTable, env: Any, env_cfg: EnvConfig, cap: int, seed: int, seed_scheme: str,
+                    episodes: int, first_episode: int, device: torch.device, stop: StopRequest | None,
+                    on_step: Callable[[], None] | None, bots: dict[str, Bot | None],
+                    snapshots: dict[int, torch.nn.Module], played: dict[tuple[str, str], list[float]]) -> None:
+    """The rating games of :func:`evaluate` between the pool's snapshots and the named opponents (``bots``), and
+    between the snapshots, into ``table``: ``episodes`` games per pair, the first-named snapshot sampling its moves
+    as the "policy" of :func:`_episodes`. ``played`` keeps each pair's scores (the first snapshot's), keyed by the
+    names: a pair already there is not played again."""
+    specs, E = env.lanes, env.copies
+    order = sorted(snapshots)
+    names = {snapshot_name(u) for u in order}
+    for gone in [pair for pair in played if not names.issuperset(p for p in pair if p.startswith("snapshot@"))]:
+        del played[gone]  # a snapshot that left the pool
+    for a, u in enumerate(order):
+        rivals: list[tuple[tuple[int, ...], SeatOpponent]] = [
+            ((1, u, k), RandomOpponent(specs, E, rating_seed(seed, seed_scheme, 2, u, k), device) if bot is None
+             else BotOpponent(name, bot, specs, E, device)) for k, (name, bot) in enumerate(bots.items())]
+        rivals += [((3, u, v), SnapshotOpponent(snapshot_name(v), snapshots[v], specs, E, device,
+                                                rating_seed(seed, seed_scheme, 4, u, v))) for v in order[a + 1:]]
+        for key, opponent in rivals:
+            pair = (snapshot_name(u), opponent.name)
+            if pair not in played:
+                sampling = torch.Generator(device).manual_seed(rating_seed(seed, seed_scheme, *key))
+                played[pair] = _episodes(snapshots[u], env, env_cfg, cap, seed, seed_scheme, episodes, first_episode,
+                                         device, stop, on_step, None, opponent, sampling)[0]
+            table.record(*pair, played[pair])
 
 
 def _episodes(agent: torch.nn.Module, env: Any, env_cfg: EnvConfig, cap: int, seed: int, seed_scheme: str,
               episodes: int, first_episode: int, device: torch.device, stop: StopRequest | None,
-              on_step: Callable[[], None] | None, frames: list | None, opponent: SeatOpponent | None
-              ) -> tuple[list[float], list[float], dict[Any, list[float]], int]:
+              on_step: Callable[[], None] | None, frames: list | None, opponent: SeatOpponent | None,
+              sampling: torch.Generator | None = None) -> tuple[list[float], list[float], dict[Any, list[float]], int]:
     """The episodes of :func:`evaluate` on ``env`` (reset with the evaluation seeds), against ``opponent`` in a
-    turn-based game: each copy's returns, per agent, per group, and how many were truncated."""
+    turn-based game: each copy's returns, per agent, per group, and how many were truncated. The agent plays its
+    deterministic moves, or samples them from ``sampling`` where given (a snapshot's rating games)."""
     specs = env.lanes
     E = env.copies
     returns: list[float | None] = [None] * E
@@ -308,7 +385,8 @@ def _episodes(agent: torch.nn.Module, env: Any, env_cfg: EnvConfig, cap: int, se
             for g in specs:
                 mask = rows[g].action_mask  # [N, A] bool where the env gives masks: never a masked action
                 require_mask(policies[g], mask, f"the evaluation env {env_cfg.id!r}", error=ConfigError)
-                actions[g], states[g] = policies[g].act_step(rows[g].obs, states[g], starts[g], deterministic=True,
+                actions[g], states[g] = policies[g].act_step(rows[g].obs, states[g], starts[g],
+                                                             deterministic=sampling is None, generator=sampling,
                                                              action_mask=mask)
                 if opponent is not None:
                     actions[g] = opponent.actions(g, actions[g], rows[g])
@@ -399,7 +477,7 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
     cap = config.run.eval_max_episode_steps
     outcome = evaluate(agent, config.env, episodes, config.run.seed, dev, stop=stop, max_episode_steps=cap,
                        policy=config.policy, seed_scheme=config.run.seed_scheme,
-                       opponents=config.run.eval_opponents)
+                       opponents=config.run.eval_opponents, snapshots=snapshot_players(agent, state.get("selfplay")))
     result: dict[str, Any] = {
         "env_id": config.env.id,
         "seed": config.run.seed,
@@ -449,8 +527,10 @@ def _record(agent: torch.nn.Module, config: Any, path: Path, video_episodes: int
 
 def eval_fields(outcome: EvalResult) -> dict[str, Any]:
     """The evaluation's keys of the summary and of eval.json. A turn-based game adds ``eval_vs``: for each evaluation
-    opponent, by the seat the policy played, its ``win``, ``draw`` and ``loss`` rates and its ``games``;
-    ``eval_return_mean`` is then the policy's mean score against the first opponent over both seats."""
+    opponent (then each snapshot of the self-play pool), by the seat the policy played, its ``win``, ``draw`` and
+    ``loss`` rates and its ``games``; ``eval_return_mean`` is then the policy's mean score against the first
+    opponent over both seats. It adds ``elo`` too: every player's Elo rating (``"random"`` = 0, see
+    :class:`shell.ratings.MatchTable`), the policy's under ``"policy"``."""
     returns = outcome.returns
     return {
         "eval_return_mean": statistics.fmean(returns) if returns else None,
@@ -465,6 +545,7 @@ def eval_fields(outcome: EvalResult) -> dict[str, Any]:
         **({} if outcome.returns_per_opponent is None else {
             "eval_vs": {name: {seat: _outcomes(scores) for seat, scores in seats.items()}
                         for name, seats in outcome.returns_per_opponent.items()}}),
+        **({} if outcome.ratings is None else {"elo": outcome.ratings}),
     }
 
 

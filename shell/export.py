@@ -65,6 +65,7 @@ from shell.errors import ConfigError, ExportError, first_line
 from shell.inference import Policy, load_agent, resolve_checkpoint
 from shell.installation import install_hint
 from shell.observations import ObsLayout, ObsPart, obs_layout
+from shell.policies.encoders import uses_bfloat16
 
 FORMATS = ("onnx", "pt2")
 CHECK_SAMPLES = 32
@@ -494,12 +495,13 @@ def _export_lane(agent: Any, group: str | None, checkpoint: Path, config: Any, s
                  out: str | Path | None) -> ExportResult:
     """Write and check one lane's policy (see :func:`export_policy`)."""
     suffix = f".{format}" if group is None else f".{group}.{format}"
-    observation_space = agent.observation_space
+    observation_space = agent.actor_observation_space  # policy.critic_keys are the critic's only: not an input
     policy = Policy(agent, observation_space)
-    if format == "onnx" and config.policy.cnn_precision == "bfloat16" and any(
+    precision = config.policy.cnn_precision
+    if format == "onnx" and uses_bfloat16(precision, torch.device("cpu")) and any(
             part.kind == "image" for part in obs_layout(observation_space).parts.values()):
-        raise ConfigError("policy.cnn_precision = 'bfloat16': onnxruntime has no bfloat16 convolutions on the CPU; "
-                          "export with --format pt2")
+        raise ConfigError(f"policy.cnn_precision = {precision!r} computes in bfloat16 on this CPU: onnxruntime "
+                          "has no bfloat16 convolutions on the CPU; export with --format pt2")
     path = Path(out) if out is not None else checkpoint.with_suffix(suffix)
     if path.is_dir():
         raise ConfigError(f"--out {path} is a folder; name the file to write")

@@ -104,7 +104,8 @@ def agent_for_spaces(observation_space: gym.Space, action_space: gym.Space, conf
     Raises:
         ConfigError: a space the policies cannot serve.
     """
-    return ActorCritic(observation_space, action_space, config.policy, config.env.normalize_obs, config.env.obs_clip)
+    return ActorCritic(observation_space, action_space, config.policy, config.env.normalize_obs, config.env.obs_clip,
+                       value_norm=config.ppo.value_norm)
 
 
 def build_agent(config: Config, device: torch.device, source: Any = None) -> tuple[ActorCritic, gym.Space]:
@@ -360,10 +361,10 @@ def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any
 def policy_for(agent: torch.nn.Module, agents: dict[str, list[str]] | None, agent_id: bool = False) -> Any:
     """The deployable policy of a trained agent: a :class:`Policy`, or for a multi-agent run (``agents``:
     each group's agents, as checkpoints store them) an :class:`AgentsPolicy`."""
-    if not agents:
-        return Policy(agent, agent.observation_space, agent.action_space)
+    if not agents:  # the actor's observation: without policy.critic_keys
+        return Policy(agent, agent.actor_observation_space, agent.action_space)
     lanes = list(agent.lanes().values())  # in the groups' order: one lane, or one per group
-    members = {g: Policy(lane, lane.observation_space) for g, lane in zip(agents, lanes, strict=True)}
+    members = {g: Policy(lane, lane.actor_observation_space) for g, lane in zip(agents, lanes, strict=True)}
     return AgentsPolicy(members, agents, agent_id)
 
 

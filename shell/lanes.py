@@ -17,11 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from gymnasium import spaces
 
 from shell.checkpoint import space_to_data
 from shell.config import Config
 from shell.distributed import Dist
 from shell.envs.base import LaneEnv, Rows
+from shell.errors import ConfigError
 from shell.inference import agent_for_spaces
 from shell.normalization import RewardScaler
 from shell.policies import ActorCritic, default_ent_coef, lanes_policy
@@ -55,6 +57,10 @@ class Lane:
     def __init__(self, name: str | None, agent: ActorCritic, rows: int, config: Config, device: torch.device,
                  generator: torch.Generator, dist: Dist, turns: bool = False, pool: SnapshotPool | None = None):
         self.name, self.agent = name, agent
+        if config.ppo.rpo_alpha and not isinstance(agent.action_space, spaces.Box):
+            where = "" if name is None else f" of group {name!r}"
+            raise ConfigError(f"ppo.rpo_alpha = {config.ppo.rpo_alpha} perturbs a Gaussian's mean: it needs Box "
+                              f"actions, and the action space{where} is {agent.action_space}")
         self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
                                           config.env.reward_clip).to(device)
         self.ent_coef = config.ppo.ent_coef if config.ppo.ent_coef is not None else default_ent_coef(agent.action_space)

@@ -28,6 +28,9 @@ CSV_FIELDS = ("update", "env_steps", "seconds", "sps", "learning_rate", "policy_
               "approx_kl", "clipfrac", "explained_variance", "grad_norm", "epochs", "episodic_return",
               "episodic_length", "eval_return")
 
+GAME_FIELDS = ("elo",)
+"""The columns a turn-based game's metrics.csv adds after :data:`CSV_FIELDS`: ``elo``, the policy's Elo rating
+at the update's evaluation (``""`` in an update without one; shell/ratings.py)."""
 
 LANE_FIELDS = ("update", "env_steps", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
                "explained_variance", "grad_norm", "epochs", "episodic_return", "episodic_length")
@@ -42,7 +45,8 @@ def lane_file(group: str) -> str:
 
 def complete_rows(path: Path, up_to_update: int, fields: tuple[str, ...] = CSV_FIELDS) -> list[dict[str, str]]:
     """The rows of updates ``1..up_to_update`` in ``path`` (of columns ``fields``), first occurrence of each,
-    torn lines dropped."""
+    torn lines dropped. A row of only the first ``len(CSV_FIELDS)`` columns (a game's run written before
+    :data:`GAME_FIELDS`) gets ``""`` in the others."""
     if not path.exists():
         return []
     text = path.read_text(errors="replace")
@@ -51,6 +55,8 @@ def complete_rows(path: Path, up_to_update: int, fields: tuple[str, ...] = CSV_F
         lines.pop()  # a row torn by a kill in the middle of a write
     rows: dict[int, dict[str, str]] = {}
     for record in csv.reader(lines):
+        if len(record) == len(CSV_FIELDS) < len(fields) and fields[:len(CSV_FIELDS)] == CSV_FIELDS:
+            record = record + [""] * (len(fields) - len(CSV_FIELDS))
         if len(record) != len(fields) or record[0] == "update":
             continue  # a header (also one written in the middle by an old resume) or a malformed line
         try:

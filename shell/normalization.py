@@ -103,7 +103,8 @@ class ObsNormalizer(nn.Module):
             return obs
         out = dict(obs)
         for key, moments in self.key_moments.items():
-            out[key] = self._normalize(obs[key], moments)
+            if key in obs:  # a deployed actor is not given the critic's own keys (policy.critic_keys)
+                out[key] = self._normalize(obs[key], moments)
         return out
 
     def update_and_normalize(self, obs: Obs, valid: torch.Tensor) -> Obs:
@@ -121,6 +122,40 @@ class ObsNormalizer(nn.Module):
         if self.moments is not None:
             return [(None, self.moments)]
         return list(self.key_moments.items()) if self.key_moments is not None else []
+
+
+class ValueNormalizer(nn.Module):
+    """Running mean and variance of the returns, for ``ppo.value_norm`` (MAPPO's ``ValueNorm``, PopArt-lite).
+
+    The critic's head predicts ``normalize_value(return)``; every value the rollout reads (GAE, the
+    truncation bootstrap, explained variance) is the head's output through :meth:`denormalize`. At the
+    start of each update the rollout's returns are merged into the statistics (:meth:`update`, over every
+    rank), and the value loss compares the head with the returns normalised by them. Unlike PopArt the
+    head's weights are not rescaled when the statistics move (MAPPO does the same). The statistics are
+    buffers of the policy, so checkpoints hold them and ``--resume`` restores them.
+
+    See "The Surprising Effectiveness of PPO in Cooperative Multi-Agent Games", Yu et al., 2022:
+    arXiv:2103.01955; "Learning values across many orders of magnitude", van Hasselt et al., 2016:
+    arXiv:1602.07714.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.moments = RunningMoments(())
+
+    def normalize(self, values: torch.Tensor) -> torch.Tensor:
+        """Values in return units -> the head's units (``core.normalize_value``)."""
+        return core.normalize_value(values, self.moments.mean, self.moments.var)
+
+    def denormalize(self, values: torch.Tensor) -> torch.Tensor:
+        """The head's output -> values in return units (``core.denormalize_value``)."""
+        return core.denormalize_value(values, self.moments.mean, self.moments.var)
+
+    @torch.no_grad()
+    def update(self, returns: torch.Tensor, dist: Dist) -> None:
+        """Merge a rollout's returns ``[B]`` (the valid rows) of every rank into the statistics."""
+        self.moments.observe(returns, torch.ones(returns.shape[0], dtype=torch.bool, device=returns.device))
+        self.moments.commit(dist)
 
 
 class RewardScaler(nn.Module):

@@ -26,6 +26,16 @@ def read_curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     return (np.array([float(r["env_steps"]) for r in rows]), np.array([float(r["episodic_return"]) for r in rows]))
 
 
+def read_ratings(run_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(env_steps, elo)`` of the updates with an evaluation in a turn-based game's metrics.csv (its ``elo``
+    column: the policy's Elo rating, random = 0); None for a run without ratings."""
+    with open(Path(run_dir) / "metrics.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("elo")]
+    if not rows:
+        return None
+    return np.array([float(r["env_steps"]) for r in rows]), np.array([float(r["elo"]) for r in rows])
+
+
 def _env_id(run_dir: Path) -> str:
     import tomllib
 
@@ -38,7 +48,9 @@ def _env_id(run_dir: Path) -> str:
 def plot_runs(run_dirs: list[str | Path], out: str | Path | None = None) -> Path:
     """Write a PNG of episodic return against env steps: the mean over runs and its min-max spread.
 
-    Curves are interpolated onto a common grid up to the shortest run's last step.
+    Curves are interpolated onto a common grid up to the shortest run's last step. Runs of a turn-based game with
+    periodic evaluations (``run.eval_every``) get a second panel below: each run's Elo rating (random = 0) at its
+    evaluations, which says more than a self-play return.
     Returns the PNG's path (default ``learning_curve.png`` in the first run dir).
     """
     import matplotlib
@@ -54,11 +66,21 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path | None = None) -> Path
     start = max(steps[0] for steps, _ in curves)
     grid = np.linspace(start, end, 200) if end > start else np.array([end])
     ys = np.stack([np.interp(grid, steps, returns) for steps, returns in curves])
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    ratings = [(Path(d), read_ratings(Path(d))) for d in run_dirs]
+    ratings = [(d, r) for d, r in ratings if r is not None]
+    if ratings:
+        fig, (ax, elo_ax) = plt.subplots(2, 1, figsize=(7, 6.6), dpi=120, sharex=True)
+        for run_dir, (steps, elo) in ratings:
+            elo_ax.plot(steps, elo, marker="o", markersize=3, label=run_dir.name)
+        elo_ax.set(xlabel="env steps", ylabel="Elo of the policy (random = 0)")
+        elo_ax.grid(alpha=0.3)
+        elo_ax.legend(loc="lower right", fontsize="small")
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     ax.plot(grid, ys.mean(axis=0), label=f"mean of {len(curves)} run(s)")
     if len(curves) > 1:
         ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), alpha=0.25, label="min-max over runs")
-    ax.set(xlabel="env steps", ylabel="episodic return (training)", title=env_ids.pop())
+    ax.set(xlabel="" if ratings else "env steps", ylabel="episodic return (training)", title=env_ids.pop())
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()

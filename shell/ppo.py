@@ -37,6 +37,8 @@ class PPO:
         self.dist = dist or Dist()
         self.params = list(agent.parameters())
         self.optimizer = Adam(self.params, lr=cfg.learning_rate, eps=cfg.adam_eps)
+        #: ``ppo.value_norm``: the policy's running statistics of the returns (None without it)
+        self.value_normalizer = getattr(agent, "value_normalizer", None)
 
     def _minibatches(self, storage: RolloutStorage):
         """Shuffled single steps, or for a recurrent policy shuffled sequences of ``seq_len`` steps."""
@@ -46,6 +48,15 @@ class PPO:
 
     def set_learning_rate(self, lr: float) -> None:
         self.optimizer.lr = lr
+
+    def _adaptive_lr(self, device: torch.device) -> torch.Tensor:
+        """``ppo.desired_kl``: the learning rate as a 0-d float32 tensor on the device, where the KL rule moves it
+        per minibatch without a host synchronisation (a float after a checkpoint's load becomes one again)."""
+        lr = self.optimizer.lr
+        if not isinstance(lr, torch.Tensor) or lr.device != device:
+            lr = torch.tensor(float(lr), dtype=torch.float32, device=device)
+            self.optimizer.lr = lr
+        return lr
 
     def _normalize(self, advantages: torch.Tensor) -> torch.Tensor:
         if not self.dist.enabled:
@@ -67,14 +78,26 @@ class PPO:
         there, so a signal is answered within one minibatch); an exception it raises
         ends the update with the minibatches taken so far applied.
 
+        Options (each off by default, and then not a single operation or random draw more):
+        ``rpo_alpha`` scores the actions under RPO's perturbed mean; ``desired_kl`` moves the
+        learning rate (a device tensor) by rsl_rl's rule on each minibatch's approx_kl before its
+        step, averaged over ranks; ``value_norm`` first merges the rollout's returns into the
+        policy's statistics and then trains the critic on returns scaled by them.
+
         Returns:
             Mean of each metric over the minibatches run (0-d tensors), plus
-            ``epochs`` (how many ran) and ``explained_variance``.
+            ``epochs`` (how many ran) and ``explained_variance``; with ``desired_kl``
+            also ``learning_rate`` (the rate after the last step).
         """
         cfg = self.cfg
         sums = torch.zeros(len(METRICS), device=storage.values.device)
         count = 0
         epochs = 0
+        value_norm = self.value_normalizer
+        if value_norm is not None:  # this rollout's returns join the statistics the critic's targets are scaled by
+            value_norm.update(storage.valid_values_and_returns()[1], self.dist)
+        evaluate_kw = {"rpo_alpha": cfg.rpo_alpha} if cfg.rpo_alpha else {}
+        adaptive = cfg.desired_kl is not None
         for _ in range(cfg.update_epochs):
             epoch_kl = torch.zeros((), device=sums.device)
             n_mb = 0
@@ -82,7 +105,8 @@ class PPO:
                 mask = mb.get("action_masks")  # each stored action is scored under the mask it was drawn with
                 if self.seq_len:
                     new_log_prob, entropy, new_value = self.agent.evaluate_sequences(
-                        mb["obs"], mb["raw_actions"], mb["states"], mb["episode_starts"], self.generator, mask)
+                        mb["obs"], mb["raw_actions"], mb["states"], mb["episode_starts"], self.generator, mask,
+                        **evaluate_kw)
                     keep = mb["valid"]  # rows that are not valid stay in their sequence, out of the losses
                     if not self.dist.enabled and not keep.any():  # sequences of agents that were all absent
                         continue
@@ -91,13 +115,15 @@ class PPO:
                     mb = {k: mb[k][keep] for k in ("log_probs", "values", "advantages", "returns")}
                 else:
                     new_log_prob, entropy, new_value = self.agent.evaluate(mb["obs"], mb["raw_actions"],
-                                                                           self.generator, mask)
+                                                                           self.generator, mask, **evaluate_kw)
                 mb_advantages = mb["advantages"]
                 if cfg.norm_adv:
                     mb_advantages = self._normalize(mb_advantages)
                 pg_loss = core.clip_loss(new_log_prob, mb["log_probs"], mb_advantages, cfg.clip_coef)
-                v_loss = core.value_loss(new_value, mb["returns"], mb["values"],
-                                         cfg.clip_coef if cfg.clip_vloss else None)
+                returns, old_values = mb["returns"], mb["values"]
+                if value_norm is not None:  # the head's units; old values scaled as the targets are (MAPPO's way)
+                    returns, old_values = value_norm.normalize(returns), value_norm.normalize(old_values)
+                v_loss = core.value_loss(new_value, returns, old_values, cfg.clip_coef if cfg.clip_vloss else None)
                 entropy_mean = entropy.mean()
                 bonus = entropy_mean
                 if mask is not None and self.per_state_entropy:
@@ -106,6 +132,13 @@ class PPO:
                     bonus = (entropy * self.agent.entropy_weight(mask)).mean()
                 loss = pg_loss + cfg.vf_coef * v_loss - self.ent_coef * bonus
 
+                if adaptive:  # rsl_rl's rule on this minibatch's KL, before its step, on the device
+                    with torch.no_grad():
+                        mb_kl = core.approx_kl(new_log_prob, mb["log_probs"])
+                        if self.dist.enabled:
+                            mb_kl = self.dist.all_reduce_sum(mb_kl.clone()) / self.dist.world_size
+                        self.optimizer.lr = core.adaptive_learning_rate(self._adaptive_lr(mb_kl.device), mb_kl,
+                                                                        cfg.desired_kl)
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.dist.average_gradients(self.params)
@@ -131,4 +164,6 @@ class PPO:
         out["epochs"] = torch.tensor(float(epochs), device=sums.device)
         values, returns = storage.valid_values_and_returns()
         out["explained_variance"] = core.explained_variance(values, returns) if len(returns) else sums.new_zeros(())
+        if adaptive:
+            out["learning_rate"] = self._adaptive_lr(sums.device).detach().clone()  # where the KL rule left it
         return out

@@ -22,16 +22,17 @@ from shell.callbacks import CallbackContext, EvalEnv, TrainEnv, callback_states,
 from shell.checkpointer import Checkpointer
 from shell.config import Config, dump_toml
 from shell.devices import resolve_device
-from shell.distributed import Dist
+from shell.distributed import Dist, RankLost
 from shell.envs import Rows, check_eval_env, make_lanes, masks
 from shell.errors import ConfigError, TrainingError
-from shell.evaluation import EvalResult, eval_fields, evaluate, resolve_opponents
+from shell.evaluation import EvalResult, SeatOpponent, eval_fields, evaluate, resolve_opponents
 from shell.faults import kill_point
 from shell.files import new_run_folder
 from shell.inference import load_weights, policy_for
 from shell.installation import distribution_version, git_state, package_version
 from shell.lanes import LANE_METRICS, Lanes
-from shell.logs import CSV_FIELDS, LANE_FIELDS, RunLogs, lane_file
+from shell.logs import CSV_FIELDS, GAME_FIELDS, LANE_FIELDS, RunLogs, lane_file
+from shell.ratings import POLICY
 from shell.seeding import sampling_seed, train_seeds
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.tracking import FAILED, FINISHED, KILLED, Loggers, RunEnd, RunStart, numeric, open_loggers
@@ -138,6 +139,9 @@ class Trainer:
             self.env.close()
             raise
         self.agent = self.lanes.agent  # the run's policy, as checkpoints hold it
+        #: a turn-based game: its evaluations rate the players, and metrics.csv has the ``elo`` column
+        self.rated = SeatOpponent.serves(self.env.lanes)
+        self._rating_games: dict[tuple[str, str], list[float]] = {}  # the pool's rating games, played once
         self.spaces = self.lanes.spaces
         self.checkpoints = Checkpointer(self.run_dir, config.run.keep_checkpoints, self.dist.is_main)
         self.update = 0
@@ -267,7 +271,8 @@ class Trainer:
                 the message says where the last good checkpoint is.
         """
         cfg, main = self.config, self.dist.is_main
-        logs = _RunFiles(self.run_dir, self.update, self.lanes.reported) if main else None
+        fields = CSV_FIELDS + (GAME_FIELDS if self.rated else ())
+        logs = _RunFiles(self.run_dir, self.update, self.lanes.reported, fields) if main else None
         progress = tqdm(total=self.num_updates * cfg.batch_size * self.dist.world_size, initial=self.env_steps,
                         unit="step", file=sys.stderr, dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id,
                         disable=not (main and self.progress))
@@ -278,9 +283,11 @@ class Trainer:
             self.checkpoints.loggers = self._loggers
         try:
             summary, checkpoint = self._train(logs, progress)
-        except BaseException:
+        except BaseException as exc:
             self._loggers.finish(RunEnd(FAILED))
             self._loggers.close()
+            if isinstance(exc, RankLost):
+                raise TrainingError(self._rank_lost_message(exc)) from exc
             raise
         self._loggers.finish(RunEnd(KILLED if self._signal is not None else FINISHED, summary, checkpoint))
         self._loggers.close()
@@ -311,8 +318,10 @@ class Trainer:
                 eval_due = bool(cfg.run.eval_every) and self.update % cfg.run.eval_every == 0 \
                     and self.update < self.num_updates
                 if eval_due:
-                    eval_mean = self._periodic_eval()
+                    eval_mean, elo = self._periodic_eval()
                     pending["eval_return"] = "" if eval_mean is None else eval_mean
+                    if self.rated:
+                        pending["elo"] = "" if elo is None else elo
                     start = time.perf_counter() - self.train_seconds  # evaluation time is not training time
                 # -- log, callbacks, checkpoint
                 row, pending = pending, None
@@ -335,6 +344,8 @@ class Trainer:
                 self._log(logs, pending)
             if self.checkpoints.saved_update != self.update:
                 checkpoint = self.save()
+        except RankLost:
+            raise  # train() says where the checkpoints are and how to resume
         except TrainingError as exc:
             raise TrainingError(f"{exc}; {self.checkpoints.note()}") from exc
         finally:
@@ -353,7 +364,7 @@ class Trainer:
             self.recent_return = values["episodic_return"]
         return {"update": self.update, "env_steps": self.env_steps, "seconds": round(self.train_seconds, 3),
                 "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
-                "eval_return": "", **_lane_keys(lane_values)}
+                "eval_return": "", **({"elo": ""} if self.rated else {}), **_lane_keys(lane_values)}
 
     def _show(self, progress: tqdm, row: dict[str, Any], step_batch: int) -> None:
         """Advance the progress bar by an update; the last update's line is drawn once, by the bar's close."""
@@ -429,25 +440,35 @@ class Trainer:
             self.stop.request(signal.SIGTERM)  # a rank that saw no signal stops as if terminated
             self.stop.check()
 
+    def _rank_lost_message(self, exc: RankLost) -> str:
+        """One line: a node was lost, where the last checkpoint is, how to resume."""
+        where = self.checkpoints.note() if self.dist.is_main else f"rank 0 keeps the checkpoints in {self.run_dir}"
+        return (f"{exc}; {where}; when every node is up again, run the same torchrun command on each node with "
+                f"--resume {self.run_dir} in place of --config, --run-dir and --set")
+
     def _evaluate(self, stop: StopRequest | None) -> EvalResult:
-        """Evaluate the deterministic policy (rank 0) on the run's evaluation envs."""
+        """Evaluate the deterministic policy (rank 0) on the run's evaluation envs; in a turn-based game against
+        the self-play pool's snapshots too, rating them (:func:`shell.evaluation.evaluate`)."""
         cfg = self.config
+        pool = self.lanes.pool
         return evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device, stop=stop,
                         seed_scheme=cfg.run.seed_scheme,
                         policy=cfg.policy, max_episode_steps=cfg.run.eval_max_episode_steps,
                         on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
-                        wrappers=self.eval_env_changes.wrappers(), opponents=cfg.run.eval_opponents)
+                        wrappers=self.eval_env_changes.wrappers(), opponents=cfg.run.eval_opponents,
+                        snapshots=None if pool is None else pool.players(), rating_games=self._rating_games)
 
-    def _periodic_eval(self) -> float | None:
-        """Evaluate the deterministic policy (rank 0; None on the others); track the best mean."""
+    def _periodic_eval(self) -> tuple[float | None, float | None]:
+        """Evaluate the deterministic policy (rank 0; None on the others); track the best mean. Returns the mean
+        and, in a turn-based game, the policy's Elo rating."""
         if not self.dist.is_main:
-            return None
+            return None, None
         # under torchrun the other ranks wait in the checkpoint's collective: stop at the next update instead
         outcome = self._evaluate(None if self.dist.enabled else self.stop)
         mean = sum(outcome.returns) / len(outcome.returns)
         if self.best_eval is None or mean > self.best_eval:
             self.best_eval = mean
-        return mean
+        return mean, (outcome.ratings or {}).get(POLICY)
 
     def _write_summary(self, outcome: EvalResult | None, checkpoint: Path | None) -> dict[str, Any]:
         cfg = self.config
@@ -494,8 +515,8 @@ class _RunFiles:
     """metrics.csv and, in a run of several lanes, each lane's ``metrics.<group>.csv`` (shell/logs.py), opened
     at update ``update`` with the same exactly-once rules."""
 
-    def __init__(self, run_dir: Path, update: int, lanes: list[str]):
-        self.run = RunLogs(run_dir, update)
+    def __init__(self, run_dir: Path, update: int, lanes: list[str], fields: tuple[str, ...] = CSV_FIELDS):
+        self.run = RunLogs(run_dir, update, fields=fields)
         self.lanes = {name: RunLogs(run_dir, update, lane_file(name), LANE_FIELDS) for name in lanes}
 
     def done_rows(self) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ SCHEMES = ("spawn", "offset")
 EVAL_SEED_OFFSET = 1_000_000  # "offset": evaluation episode i is seeded seed + EVAL_SEED_OFFSET + i
 
 # what a spawned stream is for: the first entry of its SeedSequence spawn key
-_TRAIN, _EVAL, _SAMPLING, _OPPONENT, _POOL = 0, 1, 2, 3, 4
+_TRAIN, _EVAL, _SAMPLING, _OPPONENT, _POOL, _RATING = 0, 1, 2, 3, 4, 5
 
 ResetSeed = int | list[int]
 
@@ -99,6 +99,19 @@ def pool_seed(seed: int, scheme: str, rank: int = 0) -> int:
         return seed + 3 * EVAL_SEED_OFFSET + rank
     _check(scheme)
     return _child(seed, _POOL, rank)
+
+
+def rating_seed(seed: int, scheme: str, *key: int) -> int:
+    """The seed of one set of a turn-based game's evaluation games that a snapshot of the self-play pool plays
+    (its sampled moves, or its opponent's): ``key`` names the set (:func:`shell.evaluation.evaluate`), so the
+    same games give the same results in every evaluation of a run, in any order. Both schemes spawn it (no run of
+    the ``"offset"`` rule played such games).
+
+    Raises:
+        ValueError: an unknown scheme.
+    """
+    _check(scheme)
+    return _child(seed, _RATING, *key)
 
 
 def per_copy(seed: ResetSeed | None, copies: int) -> list[int | None]:

@@ -24,10 +24,30 @@ from shell.config import SelfPlayConfig
 from shell.errors import ConfigError
 from shell.policies import ActorCritic
 
-__all__ = ["LATEST", "SnapshotPool", "check_selfplay"]
+__all__ = ["LATEST", "SnapshotPool", "check_selfplay", "snapshot_name", "snapshot_players"]
 
 LATEST = -1
 """A copy's opponent when the learner plays every seat of it."""
+
+
+def snapshot_name(update: int) -> str:
+    """A snapshot's name in evaluations and ratings: ``"snapshot@<update>"``, the update after which it was taken
+    (0: the initial policy)."""
+    return f"snapshot@{update}"
+
+
+def snapshot_players(agent: torch.nn.Module, state: dict[str, Any] | None) -> dict[int, ActorCritic]:
+    """The snapshots of a checkpoint's pool (its ``"selfplay"`` entry, :meth:`SnapshotPool.state_dict`) by the
+    update after which each was taken, built as copies of ``agent``'s one lane; empty without a pool."""
+    if not state:
+        return {}
+    lane = next(iter(agent.lanes().values()))
+    players = {}
+    for update, weights in zip(state["taken_at"], state["snapshots"], strict=True):
+        player = copy.deepcopy(lane).eval().requires_grad_(False)
+        player.load_state_dict(weights)
+        players[int(update)] = player
+    return players
 
 
 def check_selfplay(specs: dict, recurrent: bool) -> None:
@@ -96,6 +116,10 @@ class SnapshotPool:
         """Take a snapshot every ``snapshot_every`` updates."""
         if update % self.cfg.snapshot_every == 0:
             self.snapshot(update)
+
+    def players(self) -> dict[int, ActorCritic]:
+        """The snapshots by the update after which each was taken (the evaluation's opponents and rated players)."""
+        return dict(zip(self.taken_at, self.snapshots, strict=True))
 
     # ------------------------------------------------------------------ the games
     def _draw(self, n: int) -> np.ndarray:

@@ -1,16 +1,22 @@
 """MkDocs hooks of the docs site (mkdocs.yml, ``hooks:``).
 
-- reference/config.md is generated from shell/config.py at build time (generate.py);
-- bench/BENCHMARKS.md and its images in bench/results/ are included as benchmarks/index.md and
-  benchmarks/results/*.png, read where they are (not copied into docs/);
+- reference/config.md and the lists between ``<!-- generated:NAME -->`` markers are generated from the code
+  into the committed pages (``python docs/hooks/generate.py --write``; tests/docs/test_generated.py fails
+  when one is stale), so the site shows them as the repository does;
+- the benchmarks section is read where it is, in bench/ (not copied into docs/): bench/RESULTS.md, the
+  results, as benchmarks/index.md; bench/BENCHMARKS.md, the dated log, as benchmarks/log.md; the charts
+  and the raw files the results link (bench/results/**/*.png, *.json, *.jsonl) under benchmarks/results/;
 - ``<!-- cli-help: COMMAND -->`` becomes that command's ``--help`` text;
-- ``<!-- not-run: REASON -->`` before a code block becomes a visible note with the reason;
+- ``<!-- not-run: REASON -->`` before a code block, a note for the people who write the pages, is left
+  out of the site;
 - formulas (``$...$``, ``$$...$$``, found by pymdownx.arithmatex) become MathML at build time, which
   browsers render themselves: no JavaScript, no CDN, works offline;
+- every cell of a table gets its column's header as ``data-label``, which the narrow-screen layout
+  (docs/stylesheets/extra.css) shows above the cell when a table's rows become cards;
 - Sphinx roles left in docstrings (``:func:`train```) become links to the object where this page
   documents it, else plain code;
-- every page under docs/guides/ that the nav does not list is added to "How-to guides", by title,
-  so a new guide needs no edit of mkdocs.yml.
+- every page under docs/guides/ that the nav does not list is added to "How-to guides", by title, so
+  that a new guide is never unreachable (tests/docs/test_nav.py asks for a nav entry all the same).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import html
 import re
 from pathlib import Path
 
-from generate import config_reference, render_cli_help, render_default_space, render_not_run
+from generate import render_cli_help, render_default_space, render_not_run
 from latex2mathml.converter import convert as latex_to_mathml
 from mkdocs.structure.files import File
 
@@ -58,16 +64,24 @@ def on_config(config, **_):
     return config
 
 
+RESULT_FILES = ("*.png", "*.json", "*.jsonl")
+
+
 def on_files(files, config, **_):
-    """The generated config reference, and the benchmarks page with its images, as virtual files."""
-    files.append(File.generated(config, "reference/config.md", content=config_reference()))
-    files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCH / "BENCHMARKS.md")))
-    for image in sorted((BENCH / "results").glob("*.png")):
-        files.append(File.generated(config, f"benchmarks/results/{image.name}", abs_src_path=str(image)))
+    """The generated config reference, and the benchmarks pages with their charts and raw files, as
+    virtual files."""
+    files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCH / "RESULTS.md")))
+    files.append(File.generated(config, "benchmarks/log.md", abs_src_path=str(BENCH / "BENCHMARKS.md")))
+    results = BENCH / "results"
+    for path in sorted(p for pattern in RESULT_FILES for p in results.rglob(pattern)):
+        name = path.relative_to(results).as_posix()
+        files.append(File.generated(config, f"benchmarks/results/{name}", abs_src_path=str(path)))
     return files
 
 
 def on_page_markdown(markdown, page, **_):
+    if page.file.src_uri == "benchmarks/index.md":  # in bench/, the log is BENCHMARKS.md beside it
+        markdown = markdown.replace("](BENCHMARKS.md", "](log.md")
     return render_not_run(render_cli_help(render_default_space(markdown)))
 
 
@@ -96,14 +110,36 @@ def _roles(content: str) -> str:
     return ROLE.sub(link, content)
 
 
+TABLE = re.compile(r"<table>.*?</table>", re.S)
+HEADER_CELL = re.compile(r"<th(?:\s[^>]*)?>(?P<text>.*?)</th>", re.S)
+ROW = re.compile(r"<tr(?:\s[^>]*)?>.*?</tr>", re.S)
+DATA_CELL = re.compile(r"<td(?=[\s>])")
+TAG = re.compile(r"<[^>]+>")
+
+
+def _labelled(match: re.Match) -> str:
+    """A table whose every data cell carries its column's header text as ``data-label``."""
+    table = match.group(0)
+    head, sep, body = table.partition("</thead>")
+    labels = [" ".join(html.unescape(TAG.sub("", cell)).split()) for cell in HEADER_CELL.findall(head)]
+    if not sep or not labels:
+        return table
+
+    def row(found: re.Match) -> str:
+        names = iter(labels)
+        return DATA_CELL.sub(lambda _: f'<td data-label="{html.escape(next(names, ""), quote=True)}"', found.group(0))
+
+    return head + sep + ROW.sub(row, body)
+
+
 def on_page_content(content, page, **_):
     """The formulas as MathML (pymdownx.arithmatex, generic mode, marks them); docstrings' Sphinx roles
-    as links or code."""
-    return _roles(MATH.sub(_mathml, content))
+    as links or code; tables' cells labelled with their column's header."""
+    return TABLE.sub(_labelled, _roles(MATH.sub(_mathml, content)))
 
 
 def on_serve(server, **_):
-    """``mkdocs serve`` rebuilds when the benchmarks or the config schema change."""
+    """``mkdocs serve`` rebuilds when the benchmarks change."""
     server.watch(str(BENCH / "BENCHMARKS.md"))
-    server.watch(str(ROOT / "shell" / "config.py"))
+    server.watch(str(BENCH / "RESULTS.md"))
     return server

@@ -165,9 +165,10 @@ TORCH_ENVS = {"Pendulum-v1": TorchPendulum, "CartPole-v1": TorchCartPole}
 
 
 def check_config(cfg: EnvConfig) -> None:
+    """Raises ConfigError for ``env.action_mask`` other than "auto" or "none" (the torch envs have no masks),
+    ``env.wrappers``, and an id with no torch implementation."""
     if cfg.action_mask not in ("auto", "none"):
         raise ConfigError(f"env.action_mask = {cfg.action_mask!r}: the torch-native envs have no action masks")
-    """Raises ConfigError for ``env.wrappers`` and for an id with no torch implementation."""
     refuse_wrappers(cfg)
     if cfg.id not in TORCH_ENVS:
         raise ConfigError(f"env.backend = 'torch' has no env {cfg.id!r}; torch envs: {sorted(TORCH_ENVS)}")

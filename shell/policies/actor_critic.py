@@ -9,8 +9,9 @@ from gymnasium import spaces
 from torch import nn
 
 from shell.config import PolicyConfig
-from shell.normalization import ObsNormalizer
-from shell.observations import Obs, map_obs, obs_layout, split_actor_critic
+from shell.errors import ConfigError
+from shell.normalization import ObsNormalizer, ValueNormalizer
+from shell.observations import Obs, ObsLayout, map_obs, obs_layout, split_actor_critic
 from shell.policies.encoders import ImageEncoder, has_image, make_encoder
 from shell.policies.heads import ActionSample, make_actor
 from shell.policies.layers import mlp
@@ -39,7 +40,7 @@ class ActorCritic(nn.Module):
     """
 
     def __init__(self, observation_space: gym.Space | int, action_space: gym.Space, cfg: PolicyConfig,
-                 normalize_obs: bool = False, obs_clip: float = 10.0):
+                 normalize_obs: bool = False, obs_clip: float = 10.0, value_norm: bool = False):
         super().__init__()
         if isinstance(observation_space, int):  # a flat vector of that size
             observation_space = spaces.Box(-np.inf, np.inf, (observation_space,), np.float32)
@@ -52,6 +53,12 @@ class ActorCritic(nn.Module):
         share_rnn = self.recurrent and cfg.share_rnn
         # a centralised critic's input (a Dict of "obs" and "critic") splits between the heads: never shared
         actor_layout, critic_layout = split_actor_critic(layout)
+        #: what the actor (and so a deployed policy: export, load_policy) observes: all of the observation, or a
+        #: Dict without ``policy.critic_keys``
+        self.actor_observation_space = observation_space
+        if cfg.critic_keys is not None:
+            actor_layout, critic_layout = _critic_keys_split(layout, observation_space, cfg.critic_keys, critic_layout)
+            self.actor_observation_space = spaces.Dict({k: observation_space[k] for k in actor_layout.parts})
         self.shared = critic_layout is None and (
             share_rnn or (cfg.share_encoder if cfg.share_encoder is not None else has_image(layout)))
         self.encoder = make_encoder(actor_layout, cfg)
@@ -65,7 +72,10 @@ class ActorCritic(nn.Module):
         if self.recurrent:
             features = critic_features = cfg.rnn_hidden_size
         self.actor = make_actor(features, action_space, cfg)
-        self.critic = mlp(critic_features, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0)
+        self.critic = mlp(critic_features, cfg.hidden_sizes, 1, cfg.activation, out_gain=1.0, layer_norm=cfg.layer_norm)
+        #: ``ppo.value_norm``: the critic's head predicts returns normalised by these running statistics
+        #: (:class:`shell.normalization.ValueNormalizer`, in the state dict); None without it
+        self.value_normalizer = ValueNormalizer() if value_norm else None
         #: where the env's action masks come from ("info", "obs" or "method", see shell/envs/masks.py), or None
         #: for a policy trained without masks. A masked policy acts only with its mask (shell.inference.Policy).
         self.action_mask_source: str | None = None
@@ -152,9 +162,15 @@ class ActorCritic(nn.Module):
         return action
 
     def value(self, obs: Obs) -> torch.Tensor:
-        """Observations -> ``[N]`` values."""
+        """Observations -> ``[N]`` values (in return units)."""
         encoder = self.encoder if self.critic_encoder is None else self.critic_encoder
-        return self.critic(encoder(obs)).squeeze(-1)
+        return self._value(encoder(obs))
+
+    def _value(self, features: torch.Tensor) -> torch.Tensor:
+        """Critic features ``[N, H]`` -> ``[N]`` values in return units (the head's output, rescaled by the
+        value normaliser's statistics with ``ppo.value_norm``)."""
+        value = self.critic(features).squeeze(-1)
+        return value if self.value_normalizer is None else self.value_normalizer.denormalize(value)
 
     def get_action(self, obs: Obs, deterministic: bool = False,
                    generator: torch.Generator | None = None, action_mask: torch.Tensor | None = None) -> ActionSample:
@@ -163,7 +179,7 @@ class ActorCritic(nn.Module):
         log_prob/value ``[N]``; ``action_mask [N, A]`` bool restricts it to legal actions."""
         actor, critic = self._features(obs)
         action, raw, log_prob = self.actor.sample(actor, deterministic, generator, **_mask_kw(action_mask))
-        return ActionSample(action, raw, log_prob, self.critic(critic).squeeze(-1))
+        return ActionSample(action, raw, log_prob, self._value(critic))
 
     def sample_action(self, obs: Obs, generator: torch.Generator | None = None,
                       action_mask: torch.Tensor | None = None):
@@ -181,17 +197,21 @@ class ActorCritic(nn.Module):
                            action_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Observations ``[B, ...]``, stored raw actions (and masks ``[B, A]``) -> ``(log_prob [B], value [B])``."""
         actor, critic = self._features(obs)
-        return self.actor.log_prob(actor, raw_action, **_mask_kw(action_mask)), self.critic(critic).squeeze(-1)
+        return self.actor.log_prob(actor, raw_action, **_mask_kw(action_mask)), self._value(critic)
 
     def evaluate(self, obs: Obs, raw_action: torch.Tensor, generator: torch.Generator | None = None,
-                 action_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 action_mask: torch.Tensor | None = None,
+                 rpo_alpha: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Minibatch observations ``[B, ...]``, stored raw actions -> ``(log_prob [B], entropy [B], value [B])``.
 
         Raw actions are ``[B, F]`` float (the free Box components), ``[B]`` or ``[B, K]`` long, ``[B, n]``
-        long bits; each is scored under its stored ``action_mask [B, A]`` when given.
+        long bits; each is scored under its stored ``action_mask [B, A]`` when given. ``rpo_alpha > 0``
+        (a Box head only) scores them under RPO's perturbed mean (:meth:`SquashedGaussianActor.evaluate`).
+        The value is the critic head's own output: in the normaliser's units with ``ppo.value_norm``.
         """
         actor, critic = self._features(obs)
-        log_prob, entropy = self.actor.evaluate(actor, raw_action, generator, **_mask_kw(action_mask))
+        log_prob, entropy = self.actor.evaluate(actor, raw_action, generator, **_mask_kw(action_mask),
+                                                **_rpo_kw(rpo_alpha))
         return log_prob, entropy, self.critic(critic).squeeze(-1)
 
     # ------------------------------------------------------------------ recurrent policies
@@ -239,7 +259,7 @@ class ActorCritic(nn.Module):
         actor, critic, state = self._sequence_features(map_obs(lambda x: x.unsqueeze(0), obs), state,
                                                        episode_start.unsqueeze(0))
         action, raw, log_prob = self.actor.sample(actor, False, generator, **_mask_kw(action_mask))
-        return ActionSample(action, raw, log_prob, self.critic(critic).squeeze(-1)), state
+        return ActionSample(action, raw, log_prob, self._value(critic)), state
 
     def value_step(self, obs: Obs, state: torch.Tensor, episode_start: torch.Tensor | None = None) -> torch.Tensor:
         """``[N]`` values of normalised observations ``[N, ...]`` after ``state``; no restart when
@@ -248,7 +268,7 @@ class ActorCritic(nn.Module):
             episode_start = torch.zeros(state.shape[0], dtype=torch.bool, device=state.device)
         _, critic, _ = self._sequence_features(map_obs(lambda x: x.unsqueeze(0), obs), state,
                                                episode_start.unsqueeze(0), actor=False)
-        return self.critic(critic).squeeze(-1)
+        return self._value(critic)
 
     def act_step(self, raw_obs: Obs, state: torch.Tensor | None, episode_start: torch.Tensor | None,
                  deterministic: bool = True, generator: torch.Generator | None = None,
@@ -269,7 +289,7 @@ class ActorCritic(nn.Module):
 
     def evaluate_sequences(self, obs: Obs, raw_action: torch.Tensor, state: torch.Tensor,
                            episode_start: torch.Tensor, generator: torch.Generator | None = None,
-                           action_mask: torch.Tensor | None = None
+                           action_mask: torch.Tensor | None = None, rpo_alpha: float = 0.0
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """:meth:`evaluate` for a recurrent policy, replaying sequences from their start states.
 
@@ -279,16 +299,47 @@ class ActorCritic(nn.Module):
             state: ``[B, S]`` the stored state before each sequence's first step.
             episode_start: ``[L, B]`` bool.
             action_mask: ``[L, B, A]`` bool, the stored masks, or None.
+            rpo_alpha: RPO's noise on the mean (a Box head; 0 = none), as in :meth:`evaluate`.
 
         Returns:
-            ``(log_prob, entropy, value)``, each ``[L*B]`` in time-major order.
+            ``(log_prob, entropy, value)``, each ``[L*B]`` in time-major order; the value as in :meth:`evaluate`.
         """
         actor, critic, _ = self._sequence_features(obs, state, episode_start)
         mask = None if action_mask is None else action_mask.flatten(0, 1)
-        log_prob, entropy = self.actor.evaluate(actor, raw_action.flatten(0, 1), generator, **_mask_kw(mask))
+        log_prob, entropy = self.actor.evaluate(actor, raw_action.flatten(0, 1), generator, **_mask_kw(mask),
+                                                **_rpo_kw(rpo_alpha))
         return log_prob, entropy, self.critic(critic).squeeze(-1)
 
 
 def _mask_kw(action_mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """The actor heads' ``action_mask`` keyword, left out when there is none (the Box head takes no mask)."""
     return {} if action_mask is None else {"action_mask": action_mask}
+
+
+def _rpo_kw(rpo_alpha: float) -> dict[str, float]:
+    """The Box head's ``rpo_alpha`` keyword, left out when it is 0 (the other heads take none)."""
+    return {"rpo_alpha": rpo_alpha} if rpo_alpha else {}
+
+
+def _critic_keys_split(layout: ObsLayout, space: gym.Space, critic_keys: list[str],
+                       split: ObsLayout | None) -> tuple[ObsLayout, ObsLayout]:
+    """``(actor layout, critic layout)`` for ``policy.critic_keys``: the actor sees the Dict without them, the
+    critic all of it.
+
+    Raises:
+        ConfigError: the observation is not a Dict, a key is not one of its keys, no key is left for the
+            actor, or a multi-agent critic input already splits it (``policy.critic``).
+    """
+    keys = f"policy.critic_keys = {critic_keys!r}"
+    if split is not None:
+        raise ConfigError(f"{keys}: the observation already splits between actor and critic (policy.critic = "
+                          "'state' or 'concat'); use one or the other")
+    if not layout.is_dict:
+        raise ConfigError(f"{keys} needs a Dict observation; this env's is {space}")
+    missing = [key for key in critic_keys if key not in layout.parts]
+    if missing:
+        raise ConfigError(f"{keys}: the observation has no key {missing[0]!r}; its keys are {list(layout.parts)}")
+    actor = {key: part for key, part in layout.parts.items() if key not in critic_keys}
+    if not actor:
+        raise ConfigError(f"{keys} names every key of the observation; leave the actor at least one")
+    return ObsLayout(actor), layout

@@ -15,6 +15,8 @@ Every encoder announces ``features_dim``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from torch import nn
@@ -78,6 +80,7 @@ class ImageEncoder(nn.Module):
     its 512-unit linear layer; the small CNN's flattened maps are the features.
 
     The CNN runs in the channels_last memory format. With ``policy.cnn_precision = "bfloat16"``
+    (or ``"auto"`` on a device that computes bfloat16 natively, see :func:`native_bfloat16`)
     it runs under bfloat16 autocast (parameters and gradients stay float32; the features are
     returned as float32, so heads, losses and the optimiser are unchanged), everywhere the policy
     is evaluated: rollout, update, evaluation and deployment alike.
@@ -116,7 +119,7 @@ class ImageEncoder(nn.Module):
             self.net = trunk
             self.features_dim = int(flat)
         self.kind = kind
-        self.bfloat16 = cfg.cnn_precision == "bfloat16"
+        self.precision = cfg.cnn_precision
         self.net.to(memory_format=torch.channels_last)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
@@ -136,10 +139,36 @@ class ImageEncoder(nn.Module):
                 x.mul_(self.scale)
         # channels_last: oneDNN's fast layout for convolutions on the CPU (the same values either way)
         x = x.contiguous(memory_format=torch.channels_last)
-        if not self.bfloat16:
+        if not uses_bfloat16(self.precision, x.device):
             return self.net(x)
         with torch.autocast(x.device.type, dtype=torch.bfloat16):
             return self.net(x).float()
+
+
+def native_bfloat16(device: torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 convolutions natively: a CUDA device with bfloat16, or a CPU
+    whose oneDNN has bfloat16 kernels (AVX-512 or AMX). Elsewhere bfloat16 is emulated and slow: on an
+    AVX2-only CPU one Nature-CNN update of Pong took 6.7x as long as in float32 (bench/BENCHMARKS.md)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            return False
+    return False
+
+
+def uses_bfloat16(precision: str, device: torch.device) -> bool:
+    """``policy.cnn_precision`` on ``device``: ``"bfloat16"`` always, ``"auto"`` where it is native."""
+    if precision == "auto":
+        return _native(device.type)
+    return precision == "bfloat16"
+
+
+@functools.cache
+def _native(device_type: str) -> bool:
+    return native_bfloat16(torch.device(device_type))
 
 
 class Identity(nn.Module):

@@ -80,7 +80,8 @@ class SquashedGaussianActor(nn.Module):
         self.integer = layout.integer
         self.state_std = cfg.std == "state"
         out = 2 * self.action_size if self.state_std else self.action_size
-        self.net = mlp(in_size, cfg.hidden_sizes, out, cfg.activation, out_gain=0.01)
+        self.net = mlp(in_size, cfg.hidden_sizes, out, cfg.activation, out_gain=0.01,
+                       layer_norm=cfg.layer_norm)
         if self.state_std:
             # softplus(b) = exp(init_log_std) at the start
             init = float(np.log(np.expm1(np.exp(cfg.init_log_std))))
@@ -144,16 +145,25 @@ class SquashedGaussianActor(nn.Module):
         mean, std = self.distribution(features)
         return core.squashed_log_prob(raw_action, mean, std, self.action_scale)
 
-    def evaluate(self, features: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None):
+    def evaluate(self, features: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None,
+                 rpo_alpha: float = 0.0):
         """Return ``(log_prob [B], entropy [B])`` of stored raw actions ``[B, F]`` under the current policy.
 
         The entropy is core.squashed_entropy's one-sample reparameterised estimate, over the
         free components (a fixed component has no distribution).
 
+        With ``rpo_alpha > 0`` (``ppo.rpo_alpha``) the mean is first perturbed by fresh noise
+        ``U(-alpha, alpha)`` per component (core.rpo_mean, drawn from ``generator`` before the
+        entropy's noise), and both the log-prob and the entropy are the perturbed Gaussian's. The
+        noise goes on the pre-squash mean, where the stored raw action lives. At 0 nothing is drawn.
+
         Raises:
             ValueError: if ``raw_action`` is not floating point or does not match ``[B, F]``.
         """
         mean, std = self.distribution(features)
+        if rpo_alpha:
+            uniform = torch.rand(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+            mean = core.rpo_mean(mean, uniform, rpo_alpha)
         log_prob = core.squashed_log_prob(raw_action, mean, std, self.action_scale)
         noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         return log_prob, core.squashed_entropy(mean, std.expand_as(mean), noise, self.action_scale)
@@ -185,7 +195,8 @@ class CategoricalActor(nn.Module):
         else:
             self.nvec = [int(action_space.n)]
             start = torch.tensor(int(action_space.start), dtype=torch.long)
-        self.net = mlp(in_size, cfg.hidden_sizes, sum(self.nvec), cfg.activation, out_gain=0.01)
+        self.net = mlp(in_size, cfg.hidden_sizes, sum(self.nvec), cfg.activation, out_gain=0.01,
+                       layer_norm=cfg.layer_norm)
         self.register_buffer("action_start", start, persistent=False)
 
     @property
@@ -308,7 +319,8 @@ class BernoulliActor(nn.Module):
         super().__init__()
         self.n = int(np.prod(action_space.shape, dtype=np.int64))
         self.nvec = [2] * self.n
-        self.net = mlp(in_size, cfg.hidden_sizes, self.n, cfg.activation, out_gain=0.01)
+        self.net = mlp(in_size, cfg.hidden_sizes, self.n, cfg.activation, out_gain=0.01,
+                       layer_norm=cfg.layer_norm)
 
     @property
     def raw_action_dtype(self) -> torch.dtype:

@@ -52,15 +52,24 @@ class Tanh(nn.Module):
 ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
-def mlp(in_size: int, hidden_sizes: list[int], out_size: int, activation: str, out_gain: float) -> nn.Sequential:
+def mlp(in_size: int, hidden_sizes: list[int], out_size: int, activation: str, out_gain: float,
+        layer_norm: bool = False) -> nn.Sequential:
     """MLP with orthogonal init (gain sqrt(2) hidden, ``out_gain`` last) and zero biases.
 
-    See "What Matters in On-Policy RL?", Andrychowicz et al., 2020: arXiv:2006.05990.
+    With ``layer_norm`` each hidden Linear is followed by a ``LayerNorm`` (weight 1, bias 0: no
+    random numbers drawn, so the Linear layers get the same initial weights) before its
+    activation; the output layer has none. ``net[-1]`` is the output Linear either way.
+
+    See "What Matters in On-Policy RL?", Andrychowicz et al., 2020: arXiv:2006.05990; "Layer
+    Normalization", Ba et al., 2016: arXiv:1607.06450.
     """
     layers: list[nn.Module] = []
     sizes = [in_size, *hidden_sizes]
     for a, b in itertools.pairwise(sizes):
-        layers += [init_layer(nn.Linear(a, b), np.sqrt(2)), ACTIVATIONS[activation]()]
+        layers.append(init_layer(nn.Linear(a, b), np.sqrt(2)))
+        if layer_norm:
+            layers.append(nn.LayerNorm(b))
+        layers.append(ACTIVATIONS[activation]())
     layers.append(init_layer(nn.Linear(sizes[-1], out_size), out_gain))
     return nn.Sequential(*layers)
 

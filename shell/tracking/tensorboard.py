@@ -7,14 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shell.logs import CSV_FIELDS
+from shell.logs import CSV_FIELDS, GAME_FIELDS
 from shell.tracking.base import Logger, RunStart
 
 SCALARS = CSV_FIELDS[2:]  # metrics.csv's columns after update and env_steps (the step), in its order
+CHARTS = {"elo": "charts"}  # GAME_FIELDS: a turn-based game's columns, where its row has them
 
 
 class TensorBoardLogger(Logger):
-    """``RUN_DIR/tensorboard``: ``train/<column>`` and ``charts/episodic_*``, ``charts/eval_return``; in a run of
+    """``RUN_DIR/tensorboard``: ``train/<column>`` and ``charts/episodic_*``, ``charts/eval_return`` (and a
+    turn-based game's ``charts/elo``); in a run of
     several lanes also ``lanes/<group>/<metric>``."""
 
     name = "tensorboard"
@@ -33,6 +35,9 @@ class TensorBoardLogger(Logger):
                 continue
             group = "charts" if key.startswith(("episodic", "eval")) else "train"
             self._writer.add_scalar(f"{group}/{key}", value, row["env_steps"])
+        for key in GAME_FIELDS:
+            if row.get(key, "") != "":
+                self._writer.add_scalar(f"{CHARTS[key]}/{key}", row[key], row["env_steps"])
         for key, value in row.items():  # a run of several lanes: each group's own metrics, "<group>/<metric>"
             if "/" in key and value != "":
                 self._writer.add_scalar(f"lanes/{key}", value, row["env_steps"])

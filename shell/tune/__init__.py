@@ -21,7 +21,10 @@ each runs main.py's signal handling, and its stderr goes to ``STUDY_DIR/logs/wor
 while one line per trial reaches the terminal.
 
 Storage. Optuna's RDB storage: SQLite in the study dir by default, or any SQLAlchemy URL
-(``--storage postgresql://...``), which is how several machines share one study. Trials record
+(``--storage postgresql://...``; the tune extra brings psycopg 3), which is how several machines share one
+study. Workers may open a fresh database at the same moment (the one that loses the race to create the
+tables tries again), and each storage operation is retried while the server cannot be reached (up to
+``STORAGE_RETRY_SECONDS``), so a server restart loses nothing. Trials record
 a heartbeat; a trial left RUNNING by a killed process is marked FAIL once its heartbeat is older
 than three intervals, and retried once (Optuna's retry callback) with the same parameters; so is
 a trial killed between its creation and its first heartbeat, which Optuna's check does not see.

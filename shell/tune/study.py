@@ -20,6 +20,10 @@ below says what it relies on.
 # - ``optuna.exceptions.UpdateFinishedTrialError``: what ``set_trial_state_values`` raises when another
 #   process finished the trial first. It exists from Optuna 4.3.0 on; 4.0 to 4.2 raise a plain RuntimeError
 #   there, and the ``except`` clause that names the class would itself fail with AttributeError.
+# - ``RDBStorage`` itself, subclassed by _retrying_storage_class: its constructor creates the tables (two
+#   processes that do so at once on a fresh database collide: open_storage retries), and each of its methods that
+#   the ``BaseStorage`` and heartbeat interfaces name writes in one transaction of its own, committed at its end,
+#   so a call that failed with a lost connection changed nothing and can be made again (_retried).
 # - The system attributes that the retry callbacks (RetryFailedTrialCallback; RetryHeartbeatStaleTrialCallback
 #   from 4.9) give a queued retry: ``failed_trial``, the first trial of its series, and ``retry_history``
 #   (_retry_of and _is_retry; Optuna's own accessors for them are experimental).
@@ -27,7 +31,12 @@ below says what it relies on.
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import math
+import random
+import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -61,9 +70,25 @@ def masked(url: str) -> str:
         return url
 
 
-def open_storage(url: str, heartbeat: int | None = None) -> Any:
+STORAGE_RETRY_SECONDS = 300.0
+"""How long an operation on an open storage is retried while its database cannot be reached (a server
+restarting, a network outage), every second or sooner; then it fails."""
+
+OPEN_ATTEMPTS = 20
+"""How many times opening a storage is tried when it fails because another process created the same tables
+at the same moment (two workers starting together on a fresh database)."""
+
+
+def open_storage(url: str, heartbeat: int | None = None, wait: bool = False) -> Any:
     """Optuna's RDB storage at ``url``; with ``heartbeat`` (seconds), trials record a heartbeat and a
-    trial whose heartbeat is older than three intervals is failed and retried once.
+    trial whose heartbeat is older than three intervals is failed and retried once. With ``wait`` (a
+    worker, started after its parent reached the database), a database that cannot be reached is waited
+    for, as a call is once open; without it (the parent), it is a ConfigError at once, since a wrong host
+    or port is likelier than an outage.
+
+    Opening it is safe to race: processes that create the tables of a fresh database at the same moment
+    try again (up to ``OPEN_ATTEMPTS`` times) and find them made. Once open, each operation that fails
+    because the database cannot be reached is retried for up to ``STORAGE_RETRY_SECONDS``.
 
     Raises:
         ConfigError: a URL SQLAlchemy cannot parse, a missing database driver, or a database that
@@ -76,6 +101,9 @@ def open_storage(url: str, heartbeat: int | None = None) -> Any:
         # Several processes write one file: a transaction waits up to 60 s for the lock. pysqlite's own
         # (deferred) transactions are turned off so that _begin_immediate can take the write lock first.
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60, "isolation_level": None}}
+    else:
+        # a pooled connection that a server restart closed is found and replaced before it is used
+        kwargs["engine_kwargs"] = {"pool_pre_ping": True}
     if heartbeat is not None:
         retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
         if retry_class is not None:  # Optuna >= 4.9
@@ -83,18 +111,126 @@ def open_storage(url: str, heartbeat: int | None = None) -> Any:
         else:
             kwargs["failed_trial_callback"] = optuna.storages.RetryFailedTrialCallback(max_retry=1)
         kwargs.update(heartbeat_interval=heartbeat, grace_period=3 * heartbeat)
-    try:
-        storage = optuna.storages.RDBStorage(url, **kwargs)
-        if sqlite:
-            _begin_immediate(storage.engine)
-        return storage
-    except ImportError as exc:
-        raise ConfigError(f"--storage {masked(url)}: its database driver is missing ({exc}); e.g. pip install "
-                          "psycopg2-binary for postgresql://, pymysql for mysql+pymysql://") from None
-    except Exception as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"--storage {masked(url)}: cannot open it: {message} (expected a SQLAlchemy URL such as "
-                          "sqlite:///study.db or postgresql://user:password@host/db)") from None
+    make = _retrying_storage_class(optuna)
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            if wait:
+                storage = _call_with_retry(lambda: make(url, **copy.deepcopy(kwargs)))
+            else:
+                storage = make(url, **copy.deepcopy(kwargs))
+            if sqlite:
+                _begin_immediate(storage.engine)
+            return storage
+        except ImportError as exc:
+            raise ConfigError(f"--storage {masked(url)}: its database driver is missing ({exc}); "
+                              f"{install_hint('tune')} brings psycopg for postgresql://; for "
+                              "mysql+pymysql://, pip install pymysql") from None
+        except Exception as exc:
+            if _created_by_another(exc) and attempt + 1 < OPEN_ATTEMPTS:
+                time.sleep(random.uniform(0.05, 0.3))  # another process is creating the tables: let it finish
+                continue
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"--storage {masked(url)}: cannot open it: {message} (expected a SQLAlchemy URL such "
+                              "as sqlite:///study.db or postgresql://user:password@host/db)") from None
+    raise AssertionError("unreachable")
+
+
+def _created_by_another(exc: BaseException) -> bool:
+    """Whether ``exc`` says that another process created a table, type or row at the same moment: a
+    UniqueViolation (PostgreSQL's catalogue), "already exists" (SQLite, MySQL), a duplicate key."""
+    from sqlalchemy import exc as sa_exc
+
+    if isinstance(exc, sa_exc.IntegrityError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, sa_exc.DBAPIError) and ("already exists" in text or "duplicate" in text)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from, as Optuna's StorageInternalError is) says that
+    the database could not be reached or the connection was lost: SQLAlchemy's OperationalError or
+    InterfaceError, or a DBAPIError that invalidated its connection."""
+    from sqlalchemy import exc as sa_exc
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+            return True
+        if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+_retrying_now = threading.local()  # a retried call in progress on this thread: the calls it makes are not retried again
+
+
+def _retried(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` retried while the database cannot be reached, for up to ``STORAGE_RETRY_SECONDS``."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_retrying_now, "active", False):
+            return method(*args, **kwargs)
+        _retrying_now.active = True
+        try:
+            return _call_with_retry(method, *args, **kwargs)
+        finally:
+            _retrying_now.active = False
+
+    return call
+
+
+def _call_with_retry(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    deadline, delay, failed = None, 0.2, False
+    while True:
+        try:
+            result = function(*args, **kwargs)
+        except Exception as exc:
+            if not _unreachable(exc):
+                raise
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + STORAGE_RETRY_SECONDS
+                first = next((line for line in str(getattr(exc, "__cause__", None) or exc).splitlines() if line),
+                             type(exc).__name__)
+                print(f"tune: the study's database cannot be reached ({first.strip()[:200]}); retrying for up to "
+                      f"{STORAGE_RETRY_SECONDS:.0f} s", file=sys.stderr, flush=True)
+            if now >= deadline:
+                raise
+            failed = True
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+            continue
+        if failed:
+            global _outage_ended
+            _outage_ended = time.monotonic()
+            print("tune: the study's database is back; going on", file=sys.stderr, flush=True)
+        return result
+
+
+_outage_ended: float | None = None
+
+
+def since_outage() -> float:
+    """Seconds since this process last saw the database come back after it could not be reached (inf if never).
+
+    Trials sent no heartbeat while the database was away, so right after an outage longer than the grace
+    period live trials look stale: a worker waits one grace period after an outage before it fails any.
+    """
+    return math.inf if _outage_ended is None else time.monotonic() - _outage_ended
+
+
+@functools.cache
+def _retrying_storage_class(optuna: Any) -> type:
+    """``RDBStorage`` whose storage and heartbeat methods are :func:`_retried`."""
+    base = optuna.storages.RDBStorage
+    names = {n for n in dir(optuna.storages.BaseStorage) if not n.startswith("_")}
+    # and the private methods that Optuna's own _CachedStorage calls on it (study.get_trials, study.ask)
+    names |= {"record_heartbeat", "_get_stale_trial_ids", "_get_trials", "_create_new_trial"}
+    methods = {n: _retried(getattr(base, n)) for n in sorted(names) if callable(getattr(base, n, None))}
+    return type("RetryingRDBStorage", (base,), {**methods, "__module__": __name__})
 
 
 def _begin_immediate(engine: Any) -> None:
@@ -143,7 +279,7 @@ def load_study(settings: Settings, heartbeat: bool = False) -> Any:
             made with other settings.
     """
     optuna = _optuna()
-    storage = open_storage(settings.storage, settings.heartbeat if heartbeat else None)
+    storage = open_storage(settings.storage, settings.heartbeat if heartbeat else None, wait=heartbeat)
     try:
         study = optuna.create_study(study_name=settings.study, storage=storage, direction="maximize",
                                     load_if_exists=True, sampler=_sampler(optuna, settings),
@@ -247,8 +383,12 @@ def _fail_unborn_trials(study: Any, unborn: dict[int, float], grace: float, retr
         unborn.clear()
         return
     engine = _rdb_engine(study)
-    with engine.connect() as connection:
-        beating = {row[0] for row in connection.execute(text("SELECT trial_id FROM trial_heartbeats"))}
+
+    def read_beating() -> set[int]:
+        with engine.connect() as connection:
+            return {row[0] for row in connection.execute(text("SELECT trial_id FROM trial_heartbeats"))}
+
+    beating = _call_with_retry(read_beating)
     now = time.monotonic()
     for trial_id in list(unborn):
         if trial_id not in running or trial_id in beating:

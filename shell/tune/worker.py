@@ -29,6 +29,7 @@ from shell.tune.study import (
     _stored,
     _StudyLock,
     load_study,
+    since_outage,
 )
 from shell.tune.tracking import record_trial, trial_run_config
 
@@ -93,8 +94,9 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
         try:
             if stop.requested:  # while it waited for the lock
                 break
-            optuna.storages.fail_stale_trials(study)  # killed trials: FAIL, and queued for one retry
-            _fail_unborn_trials(study, unborn, 3 * settings.heartbeat, retry)
+            if since_outage() > 3 * settings.heartbeat:  # live trials may not have beaten since an outage
+                optuna.storages.fail_stale_trials(study)  # killed trials: FAIL, and queued for one retry
+                _fail_unborn_trials(study, unborn, 3 * settings.heartbeat, retry)
             counts = _counts(study)
             if _counted(counts) >= settings.trials:
                 break

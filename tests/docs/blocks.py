@@ -1,6 +1,6 @@
 """Code blocks of the README and of every page under docs/, as the docs tests run them.
 
-The rules (docs/reference/docs-conventions.md says them for people writing pages):
+The rules (docs/contributors/docs-conventions.md says them for people writing pages):
 
 - ``python`` blocks of a page run in order in one interpreter namespace, ``bash`` blocks with
   ``bash -e -o pipefail``, all in one fresh folder per page, top to bottom, so a later block may use
@@ -8,7 +8,7 @@ The rules (docs/reference/docs-conventions.md says them for people writing pages
 - a block with ``title="NAME"`` (shown above the block on the site) is written to the file NAME in
   that folder instead of being run; a ``toml`` block is parsed and checked as a config (and its
   ``[tune]`` table as a search space);
-- a block whose line before is ``<!-- not-run: REASON -->`` is not run; the site shows the reason;
+- a block whose line before is ``<!-- not-run: REASON -->`` is not run (the reason stays in the source);
 - ``text`` blocks are output or diagrams, not code; any other language needs a not-run marker.
 """
 

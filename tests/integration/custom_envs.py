@@ -1,6 +1,7 @@
 """Small envs for the tests, registered on import (usable as ``tests.integration.custom_envs:NAME``)."""
 
 import os
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -56,11 +57,14 @@ class NeverEndingEnv(gym.Env):
     observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, close_seconds: float = 0.0):
+    def __init__(self, close_seconds: float = 0.0, reset_marker: str | None = None):
         self.close_seconds = close_seconds
+        self.reset_marker = reset_marker  # a file touched at every reset: a test's sign that the run is stepping
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        if self.reset_marker:
+            Path(self.reset_marker).touch()
         return np.zeros(2, np.float32), {}
 
     def step(self, action):

@@ -1,5 +1,6 @@
 """Run by torchrun from test_distributed.py: one PPO update per rank, then compare parameters across ranks."""
 
+import hashlib
 import os
 import sys
 import tempfile
@@ -42,7 +43,9 @@ def main() -> None:
         assert not torch.equal(before, after), "the update changed nothing"
         assert all(torch.equal(g, gathered[0]) for g in gathered), "parameters differ across ranks"
         assert not torch.equal(obs_gathered[0], obs_gathered[1]), "ranks collected identical rollouts"
-        print(f"IDENTICAL world_size={d.world_size} max_change={float((after - before).abs().max()):.3e}")
+        digest = hashlib.sha256(after.numpy().tobytes() + stats.numpy().tobytes()).hexdigest()[:16]
+        print(f"IDENTICAL world_size={d.world_size} max_change={float((after - before).abs().max()):.3e} "
+              f"digest={digest}")
     trainer.env.close()
     shutdown()
 

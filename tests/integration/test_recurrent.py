@@ -134,7 +134,7 @@ def cue_config(recurrent: str, seed: int):
         "env": {"id": "Cue-v0", "num_envs": 8},
         "policy": {"recurrent": recurrent, "rnn_hidden_size": 16, "hidden_sizes": [32]},
         "ppo": {"num_steps": 16, "num_minibatches": 2, "update_epochs": 4, "learning_rate": 3e-3, "gamma": 0.99},
-        "run": {"seed": seed, "total_timesteps": 24_576, "eval_episodes": 60, "checkpoint_every": 0}})
+        "run": {"seed": seed, "total_timesteps": 12_288, "eval_episodes": 60, "checkpoint_every": 0}})
 
 
 def test_memory_task_needs_the_lstm(tmp_path: Path):

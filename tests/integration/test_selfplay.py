@@ -3,12 +3,18 @@ rows enter no update, the pool comes back on --resume, and games the pool cannot
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from shell.api import resume, train
 from shell.cli import main
 from shell.config import load_config
 from shell.errors import ConfigError
+from shell.evaluation import eval_checkpoint
+from shell.logs import CSV_FIELDS, GAME_FIELDS, complete_rows
+from shell.plotting import plot_runs, read_ratings
+from shell.ratings import MatchTable
 from shell.runner import Trainer
 from shell.selfplay import LATEST, SnapshotPool
 
@@ -75,6 +81,52 @@ def test_the_pool_is_saved_in_checkpoints_and_comes_back_on_resume(tmp_path):
     assert last["selfplay"]["taken_at"] == [4, 5, 6]  # a fresh pool would hold the resumed run's initial policy
     old, new = first["selfplay"]["snapshots"][-1], last["selfplay"]["snapshots"][0]
     assert all(torch.equal(old[k], new[k]) for k in old)
+
+
+def test_the_pool_is_played_seat_by_seat_and_rated_at_every_evaluation(tmp_path):
+    """Duel's first seat wins whatever is played, so every player scores one game in two: every rating is 0. The
+    snapshots are opponents in eval_vs (and in ``eval RUN``), the rating goes into metrics.csv's last column at
+    the periodic evaluation, and the snapshots' rating games are played once per pair."""
+    run_dir = tmp_path / "run"
+    cfg = config(**{**POOL, "run.eval_every": 2, "run.total_timesteps": 160})  # 4 updates; evaluated at 2
+    summary = train(config=cfg, run_dir=run_dir, progress=False).summary
+    seats = {"seat_0": {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 1},
+             "seat_1": {"win": 0.0, "draw": 0.0, "loss": 1.0, "games": 1}}
+    assert summary["eval_vs"] == {"random": seats, "snapshot@3": seats, "snapshot@4": seats}
+    assert summary["elo"] == {"random": 0.0, "policy": 0.0, "snapshot@3": 0.0, "snapshot@4": 0.0}
+    lines = (run_dir / "metrics.csv").read_text().splitlines()
+    assert lines[0].endswith(",eval_return,elo")
+    assert [line.rsplit(",", 1)[1] for line in lines[1:]] == ["", "0.0", "", ""]
+    steps, elo = read_ratings(run_dir)
+    assert steps.tolist() == [80.0] and elo.tolist() == [0.0] and plot_runs([run_dir]).is_file()  # a panel below
+    evaluated = eval_checkpoint(run_dir, episodes=2)
+    assert set(evaluated["eval_vs"]) == {"random", "snapshot@3", "snapshot@4"} and evaluated["elo"]["policy"] == 0.0
+
+
+def test_a_game_run_written_before_the_elo_column_resumes_with_its_rows(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text(",".join(CSV_FIELDS) + "\n" + "\n".join(",".join([str(u)] + ["1"] * (len(CSV_FIELDS) - 1))
+                                                        for u in (1, 2, 3)) + "\n")
+    rows = complete_rows(path, 2, CSV_FIELDS + GAME_FIELDS)
+    assert [(row["update"], row["elo"]) for row in rows] == [("1", ""), ("2", "")]
+
+
+def test_ratings_are_anchored_at_random_and_do_not_depend_on_the_order_of_the_games():
+    results = [("policy", "random", [1.0] * 10), ("snapshot@0", "random", [1.0, 0.0, -1.0, -1.0]),
+               ("policy", "snapshot@0", [1.0, 1.0, 0.0]), ("snapshot@5", "snapshot@0", [-2.0, 3.0])]
+    forward, backward = MatchTable(), MatchTable()
+    for a, b, scores in results:
+        forward.record(a, b, scores)
+    for a, b, scores in reversed(results):
+        backward.record(b, a, [-s for s in scores])
+    assert forward.elo() == backward.elo() and forward.elo()["random"] == 0.0
+    alone = MatchTable()
+    alone.record("policy", "random", [1.0] * 10)  # one virtual draw: a score of 10.5 in 11
+    assert alone.elo() == {"policy": round(400 * math.log10(10.5 / 0.5), 1), "random": 0.0}
+    apart = MatchTable()
+    apart.record("random", "policy", [1.0])
+    apart.record("snapshot@0", "snapshot@5", [1.0])  # never met the anchor's group
+    assert apart.elo()["snapshot@0"] is None
 
 
 def test_a_game_whose_seats_differ_in_spaces_is_refused_naming_the_groups(tmp_path, capsys):

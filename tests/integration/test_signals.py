@@ -119,12 +119,15 @@ def test_signal_during_a_periodic_evaluation(tmp_path):
 
 
 def test_signal_to_the_eval_command(main, tmp_path):
-    run = tmp_path / "run"
+    run, marker = tmp_path / "run", tmp_path / "reset"
     assert main("--config", "cartpole", "--set", f"env.id={CUSTOM}:NeverEnding-v0", *TINY,
+                "--set", f"env.kwargs={{reset_marker = '{marker}'}}",
                 "--set", "run.eval_max_episode_steps=1000000000", "--set", "run.eval_episodes=0",
                 "--total-timesteps", "64", "--run-dir", str(run)).returncode == 0
+    marker.unlink()
     proc = start("eval", str(run), "--episodes", "1")
-    time.sleep(3.0)
+    wait_for(marker.exists)  # the evaluation's episode has started (not the interpreter's imports)
+    time.sleep(0.5)
     sent = signal_group(proc, signal.SIGINT)
     _out, err, ended = finish(proc)
     assert proc.returncode == 130 and "Traceback" not in err and ended - sent < 5

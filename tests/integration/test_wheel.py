@@ -126,7 +126,8 @@ def test_missing_extra_message_names_the_installed_package(installed):
 
 def test_tune_starts_its_workers_from_the_installed_package(installed):
     proc = _run(installed, str(installed["bin"] / "ppo-core"), "tune", "--config", "acrobot", "--trials", "2",
-                "--jobs", "2", "--total-timesteps", "4096", "--study-dir", "study", timeout=900)
+                "--jobs", "2", "--total-timesteps", "4096", "--seeds", "0", "--set", "run.eval_episodes=3",
+                "--study-dir", "study", timeout=900)
     summary = _summary(proc)
     assert summary["complete"] == 2 and summary["failed"] == 0, summary
     assert (installed["work"] / "study" / "best.toml").is_file()

@@ -50,6 +50,7 @@ def _cases(dtype: torch.dtype):
         "mean_std_from_sums": (lambda: core.mean_std_from_sums(m(), m(), m()), ()),
         "scale_rewards": (lambda: core.scale_rewards(m(B), m()), (B,)),
         "discounted_return_step": (lambda: core.discounted_return_step(m(N), m(N), flag[0], 0.99), (N,)),
+        "elo_ratings": (lambda: core.elo_ratings(m(A, A), m(A, A), iterations=3), (A,)),
         "categorical_sample": (lambda: core.categorical_sample(m(B, A), m(B, A)), (B,), torch.long),
         # core/masks.py: bool masks [B, A] on the same device
         "masked_logits": (lambda: core.masked_logits(m(B, A), mask), (B, A)),
@@ -69,6 +70,11 @@ def _cases(dtype: torch.dtype):
         "bernoulli_sample": (lambda: core.bernoulli_sample(m(B, A), m(B, A), mask), (B, A), torch.long),
         "bernoulli_mode": (lambda: core.bernoulli_mode(m(B, A), mask), (B, A), torch.long),
         "bernoulli_mask_as_categorical": (lambda: core.bernoulli_mask_as_categorical(mask), (B, 2 * A), torch.bool),
+        # the refinements (ppo.rpo_alpha, ppo.desired_kl, ppo.value_norm)
+        "rpo_mean": (lambda: core.rpo_mean(m(B, A), m(B, A), 0.5), (B, A)),
+        "adaptive_learning_rate": (lambda: core.adaptive_learning_rate(m(), m(), 0.01), ()),
+        "normalize_value": (lambda: core.normalize_value(m(B), m(), m()), (B,)),
+        "denormalize_value": (lambda: core.denormalize_value(m(B), m(), m()), (B,)),
     }
 
 
