@@ -165,6 +165,16 @@ def _part_to_tensor(obs: np.ndarray, part: ObsPart, device: torch.device) -> tor
     return torch.as_tensor(flat, device=device)
 
 
+def nan_part(obs: Any, layout: ObsLayout) -> str | None:
+    """Which part of a batch of raw observations holds a NaN (``"the observation"``, or ``"key 'pos'"``); None
+    where none does. Integer parts hold none and are not read."""
+    for key in layout.parts:
+        value = np.asarray(obs if key is None else obs[key])
+        if value.dtype.kind == "f" and np.isnan(value).any():
+            return "the observation" if key is None else f"key {key!r}"
+    return None
+
+
 def to_tensor(obs: Any, layout: ObsLayout, device: torch.device) -> Obs:
     """A batch of raw observations (``[N, ...]`` array, or a dict of them) -> tensors on ``device``.
 

@@ -229,3 +229,19 @@ def test_a_multi_agent_refusal_names_a_space_of_many_lines_in_one_short_line(tmp
         shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
     assert str(info.value) == ("policy.agent_id needs a 1-D Box or a Dict observation; the agents of group 'scout' "
                                "observe Box(shape (3, 1, 2), int32, bounds per component)")
+
+
+def test_a_nan_observation_ends_training_with_one_line_instead_of_nan_actions(tmp_path):
+    """An env that returned NaN in an observation got NaN actions back: the policy acted on it, and the actions
+    went to the env in silence (a strict env refused them, others would step on them). It is the env's fault:
+    exit 1, one line naming the part and the step."""
+    spec = {"obs": {"type": "box", "shape": [1, 1, 2], "dtype": "float32", "low": -1.0, "high": 1.0},
+            "act": {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0},
+            "episodes": [[10, "both"]], "reward_scale": 1.0, "obs_scale": 1.0, "mask": None,
+            "fault": {"kind": "nan_obs", "at": 3}, "seed": 1}
+    run = {"env.num_envs": 1, "ppo.num_steps": 16, "ppo.num_minibatches": 1, "run.total_timesteps": 16,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(TrainingError) as info:
+        shell.train(overrides=fuzz_overrides(spec, run), run_dir=tmp_path / "run", progress=False)
+    assert str(info.value) == ("env Fuzz-v0 returned NaN in the observation (at vector step 3); no checkpoint was "
+                               "written yet")
