@@ -159,20 +159,17 @@ def _part_to_tensor(obs: np.ndarray, part: ObsPart, device: torch.device) -> tor
     if part.kind == "image":
         array = np.asarray(obs)
         if part.dtype == torch.float32:
-            array = array.astype(np.float32, copy=False)
+            array = _no_nan(array.astype(np.float32, copy=False))
         return torch.as_tensor(array, device=device)
-    flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+    flat = _no_nan(np.asarray(obs, dtype=np.float32).reshape(len(obs), -1))
     return torch.as_tensor(flat, device=device)
 
 
-def nan_part(obs: Any, layout: ObsLayout) -> str | None:
-    """Which part of a batch of raw observations holds a NaN (``"the observation"``, or ``"key 'pos'"``); None
-    where none does. Integer parts hold none and are not read."""
-    for key in layout.parts:
-        value = np.asarray(obs if key is None else obs[key])
-        if value.dtype.kind == "f" and np.isnan(value).any():
-            return "the observation" if key is None else f"key {key!r}"
-    return None
+def _no_nan(array: np.ndarray) -> np.ndarray:
+    """``array``, checked: a policy given NaN acts with NaN actions, which reach an env in silence."""
+    if np.isnan(array).any():
+        raise ObservationError("an observation holds NaN")
+    return array
 
 
 def to_tensor(obs: Any, layout: ObsLayout, device: torch.device) -> Obs:
@@ -180,9 +177,19 @@ def to_tensor(obs: Any, layout: ObsLayout, device: torch.device) -> Obs:
 
     Flat parts become ``[N, S]`` float32, one-hot parts ``[N, n]`` float32, images ``[N, ...]``
     in their own dtype (uint8 stays uint8).
+
+    Raises:
+        ObservationError: a float part holds NaN (naming the Dict key), or a Discrete part holds a value outside
+            its space.
     """
     if layout.is_dict:
-        return {key: _part_to_tensor(obs[key], part, device) for key, part in layout.parts.items()}
+        parts = {}
+        for key, part in layout.parts.items():
+            try:
+                parts[key] = _part_to_tensor(obs[key], part, device)
+            except ObservationError as exc:
+                raise ObservationError(f"{exc} in key {key!r}") from None
+        return parts
     return _part_to_tensor(obs, layout.parts[None], device)
 
 

@@ -27,7 +27,7 @@ from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space, source_name
 from shell.errors import ConfigError, TrainingError, clipped, first_line
 from shell.installation import install_hint
-from shell.observations import Obs, ObservationError, nan_part, obs_layout, stack_final_obs, to_tensor
+from shell.observations import Obs, ObservationError, obs_layout, stack_final_obs, to_tensor
 from shell.seeding import ResetSeed
 from shell.workers import become_worker, how_it_ended
 
@@ -415,9 +415,6 @@ class GymVecEnv:
             raise
 
     def _encode(self, obs: Any) -> Obs:
-        where = nan_part(obs, self.layout)
-        if where is not None:  # the policy would act on it with NaN actions, sent to the env in silence
-            raise TrainingError(f"env {self._name()} returned NaN in {where} (at vector step {self._steps})")
         try:
             return to_tensor(obs, self.layout, self.device)
         except ObservationError as exc:  # the env's own fault: exit 1 with one line, as for an env that raises

@@ -9,8 +9,9 @@ The spec (drawn by ``tests/fuzz/strategies.py``):
   is still to join;
 - ``mask``: None, ``"info"`` (``info[agent]["action_mask"]``) or ``"obs"`` (a Dict observation of
   ``"observation"`` and ``"action_mask"``), for the agents with a Discrete or MultiDiscrete action space;
-- ``fault``: None or ``{"kind": "raise" | "nan_reward" | "wrong_agent", "at"}`` at the env's ``at``-th step over
-  its life (``"wrong_agent"``: an observation of an agent that is not in ``agents``);
+- ``fault``: None or ``{"kind": "raise" | "nan_reward" | "nan_obs" | "wrong_agent", "at"}`` at the env's
+  ``at``-th step over its life (``"nan_obs"``: NaN in every agent's float Box parts; ``"wrong_agent"``: an
+  observation of an agent that is not in ``agents``);
 - ``seed``.
 
 The env refuses an action for an agent that is not acting, one outside its space, or one against its mask
@@ -26,7 +27,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from tests.fuzz.fuzz_envs import MASK_KEY, FuzzEnvFault, FuzzIllegalAction, components, draw, mask_size, space_from_spec
+from tests.fuzz.fuzz_envs import (MASK_KEY, FuzzEnvFault, FuzzIllegalAction, components, draw, mask_size,
+                                  space_from_spec, with_nan)
 
 
 class FuzzAgents(ParallelEnv):
@@ -85,6 +87,8 @@ class FuzzAgents(ParallelEnv):
 
     def _obs(self, agent: str) -> Any:
         value = draw(self.own_spaces[agent], self.rng, 1.0)
+        if self._fault_now("nan_obs"):
+            value = with_nan(self.own_spaces[agent], value)
         if self.mask_mode == "obs" and self._masked(agent):
             return {"observation": value, MASK_KEY: self.masks[agent].astype(np.int8)}
         return value

@@ -376,7 +376,7 @@ def broken_config(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------- multi-agent envs
-MA_FAULTS = ["raise", "nan_reward", "wrong_agent"]
+MA_FAULTS = ["raise", "nan_reward", "nan_obs", "wrong_agent"]
 
 
 @st.composite

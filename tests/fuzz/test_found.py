@@ -234,7 +234,7 @@ def test_a_multi_agent_refusal_names_a_space_of_many_lines_in_one_short_line(tmp
 def test_a_nan_observation_ends_training_with_one_line_instead_of_nan_actions(tmp_path):
     """An env that returned NaN in an observation got NaN actions back: the policy acted on it, and the actions
     went to the env in silence (a strict env refused them, others would step on them). It is the env's fault:
-    exit 1, one line naming the part and the step."""
+    exit 1, one line naming the step (and the Dict key); ``load_policy`` refuses NaN with a one-line ValueError."""
     spec = {"obs": {"type": "box", "shape": [1, 1, 2], "dtype": "float32", "low": -1.0, "high": 1.0},
             "act": {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0},
             "episodes": [[10, "both"]], "reward_scale": 1.0, "obs_scale": 1.0, "mask": None,
@@ -243,5 +243,25 @@ def test_a_nan_observation_ends_training_with_one_line_instead_of_nan_actions(tm
            "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
     with pytest.raises(TrainingError) as info:
         shell.train(overrides=fuzz_overrides(spec, run), run_dir=tmp_path / "run", progress=False)
-    assert str(info.value) == ("env Fuzz-v0 returned NaN in the observation (at vector step 3); no checkpoint was "
+    assert str(info.value) == ("env Fuzz-v0: an observation holds NaN (at vector step 3); no checkpoint was "
                                "written yet")
+    result = shell.train(overrides=fuzz_overrides({**spec, "fault": None}, run), run_dir=tmp_path / "ok",
+                         progress=False)
+    with pytest.raises(ValueError, match=r"^an observation holds NaN$"):
+        result.policy(np.full((1, 1, 2), np.nan, np.float32))
+
+
+def test_a_nan_observation_of_an_agent_ends_training_with_one_line(tmp_path):
+    """The same kind on the PettingZoo backend, in a Dict observation (the mask key beside it): one line naming
+    the key and the step, exit 1."""
+    agent = {"obs": {"type": "box", "shape": [3], "dtype": "float64", "low": -1.0, "high": 1.0},
+             "act": {"type": "discrete", "n": 3, "start": 0}, "joins": 0, "lifetime": 20, "end": "truncated"}
+    spec = {"agents": [{**agent, "name": "relay_0"}, {**agent, "name": "relay_1"}], "mask": "obs",
+            "fault": {"kind": "nan_obs", "at": 2}, "seed": 0}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 1, "ppo.num_steps": 8, "ppo.num_minibatches": 1, "run.total_timesteps": 8,
+           "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(TrainingError) as info:
+        shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
+    assert str(info.value) == ("env tests.fuzz.fuzz_agents: an observation holds NaN in key 'observation' (at vector "
+                               "step 2); no checkpoint was written yet")
