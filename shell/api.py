@@ -155,7 +155,7 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
     """Train one PPO run and return its :class:`TrainResult`.
 
     Args:
-        config: a :class:`shell.config.Config`, a TOML file (also looked up in configs/), or None
+        config: a :class:`shell.config.Config`, a TOML file or a shipped config's name (``"cartpole"``), or None
             for the defaults.
         env: an env id, a ``Callable[[], gymnasium.Env]`` (called once per sub-env; wrapped with
             the config's ``env.obs_keys`` / Atari chain; with ``env.backend = "pettingzoo"`` a

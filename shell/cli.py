@@ -116,11 +116,11 @@ def configs_parser() -> argparse.ArgumentParser:
 def eval_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=f"{program_name()} eval", description="Evaluate the deterministic policy of a checkpoint.")
     parser.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
-    parser.add_argument("--episodes", type=_int_at_least(1), default=20)
+    parser.add_argument("--episodes", type=_int_at_least(1), default=20, help="evaluation episodes (default 20)")
     parser.add_argument("--video", action="store_true", help="also record an mp4 (needs the video extra)")
     parser.add_argument("--video-episodes", type=_int_at_least(1), metavar="N",
                         help="record the first N evaluation episodes, one mp4 each (default 1; implies --video)")
-    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="default cpu")
     return parser
 
 
@@ -130,7 +130,7 @@ def play_parser() -> argparse.ArgumentParser:
     parser.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
     parser.add_argument("--seat", help="your seat: its name (e.g. player_2) or index (default: the first seat)")
     parser.add_argument("--seed", type=_int_at_least(0), help="the game's reset seed")
-    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="default cpu")
     return parser
 
 
@@ -159,7 +159,8 @@ def tune_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", required=True, help="base config; its [tune.space] table (if any) is the space")
     parser.add_argument("--trials", type=_int_at_least(1), required=True,
                         help="the study's total of completed and pruned trials (a rerun continues up to it)")
-    parser.add_argument("--jobs", type=_int_at_least(1), default=1, help="worker processes sharing the study")
+    parser.add_argument("--jobs", type=_int_at_least(1), default=1,
+                        help="worker processes sharing the study (default 1)")
     parser.add_argument("--seeds", type=_int_at_least(0), nargs="+",
                         help="seeds each trial trains on (default: the config's [tune] seeds, else 0 1 2)")
     parser.add_argument("--total-timesteps", type=_int_at_least(1), help="run.total_timesteps of every trial")

@@ -405,8 +405,9 @@ EVAL_MEANINGS = {
     "eval_episodes": "evaluation episodes run (`--episodes`)",
     "video_episodes": "with `--video`: the episodes recorded (`--video-episodes`, default 1)",
     "videos": "with `--video`: the mp4 files written, `videos/ckpt_<steps>-episode-<i>.mp4` beside the checkpoint",
-    "videos_logged_to": "with `--video`, for a run tracked with W&B or MLflow (`run.loggers`): the trackers "
-                        "whose run received the videos ([Experiment tracking](../guides/tracking.md))",
+    "videos_logged_to": "with `--video` on a run dir's checkpoint: the trackers of `run.loggers` (W&B, MLflow) "
+                        "whose run received the videos, `[]` for a run without one "
+                        "([Experiment tracking](../guides/tracking.md))",
 }
 
 

@@ -82,6 +82,8 @@ def on_files(files, config, **_):
 def on_page_markdown(markdown, page, **_):
     if page.file.src_uri == "benchmarks/index.md":  # in bench/, the log is BENCHMARKS.md beside it
         markdown = markdown.replace("](BENCHMARKS.md", "](log.md")
+    if page.file.src_uri == "benchmarks/log.md":  # and the results RESULTS.md
+        markdown = markdown.replace("](RESULTS.md", "](index.md")
     return render_not_run(render_cli_help(render_default_space(markdown)))
 
 

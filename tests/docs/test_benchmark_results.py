@@ -1,7 +1,7 @@
 """bench/RESULTS.md, the benchmark summary, against the raw files it links.
 
 Every link resolves; every row of the speed table quotes its file's own summary (ours, the peer's, the
-ratio); and the chart is drawn from files the table links.
+ratio); the chart is drawn from files the table links; and the Backends page quotes the table.
 """
 
 from __future__ import annotations
@@ -70,3 +70,20 @@ def test_the_chart_is_drawn_from_files_the_table_links():
     speed = _section("Speed against each peer")
     for _label, name in plot_speed.SOURCES:
         assert f"(results/{name})" in speed, f"the chart reads {name}, which the speed table does not link"
+
+
+def test_the_backends_page_quotes_the_speed_table():
+    """Backends and speed repeats some rows of the speed table; its ratios and seconds are the table's, rounded
+    (an older measurement quoted there once contradicted the README and this page)."""
+    latest = {row[0].split()[0]: row for row in _rows(_section("Speed against each peer"))}
+    page = (ROOT / "docs" / "guides" / "backends.md").read_text(encoding="utf-8")
+    table = page.split("## How fast each is\n", 1)[1].split("\n## ", 1)[0]
+    rows = _rows(table)
+    assert len(rows) >= 5
+    for config, _backend, ours, peer, ratio in rows:
+        name = config.removesuffix(".toml")
+        assert name in latest, f"backends.md quotes {config}, which the speed table lacks"
+        _c, _p, r_ours, r_peer, r_ratio, _when, _raw = latest[name]
+        for quoted, figure in ((ours, r_ours), (peer, r_peer), (ratio, r_ratio)):
+            digits = len(quoted.split()[0].strip("x").partition(".")[2])
+            assert _quoted(quoted.split()[0]) == round(_quoted(figure.split()[0]), digits), (config, quoted, figure)
