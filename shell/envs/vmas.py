@@ -86,10 +86,10 @@ def scenario_names() -> list[str]:
 
 
 def check_config(cfg: EnvConfig) -> None:
-    """The backend's own rules: a scenario VMAS has, no gymnasium-only keys, no key this backend sets itself.
+    """The backend's own rules: no gymnasium-only keys, no key this backend sets itself.
 
     Raises:
-        ConfigError: a missing vmas package, an unknown scenario, ``env.wrappers``, ``env.atari``,
+        ConfigError: a missing vmas package, ``env.wrappers``, ``env.atari``,
             ``env.obs_keys``, ``env.vectorization_mode = "async"``, an action mask asked for, or an ``env.kwargs``
             key of :data:`OWN_KEYS` (one line each).
     """
@@ -107,10 +107,16 @@ def check_config(cfg: EnvConfig) -> None:
     for key, instead in OWN_KEYS.items():
         if key in cfg.kwargs:
             raise ConfigError(f"env.kwargs.{key} is set by env.backend = 'vmas' itself; use {instead}")
+    _vmas()
+
+
+def _check_scenario(name: str) -> None:
+    """Raises ConfigError (one line, listing VMAS's scenarios) where VMAS has no scenario ``name``. (Not in
+    :func:`check_config`: a run of a user's scenario factory carries the factory's name as ``env.id``.)"""
     names = scenario_names()
-    if cfg.id.removesuffix(".py") not in names:
-        raise ConfigError(f"env.backend = 'vmas' has no scenario {cfg.id!r}; VMAS's scenarios: "
-                          f"{clipped(', '.join(names), 160)}")
+    if name.removesuffix(".py") not in names:
+        raise ConfigError(f"env.backend = 'vmas' has no scenario {name!r}; VMAS's scenarios: "
+                          f"{', '.join(names)}")
 
 
 def eval_config(cfg: EnvConfig) -> EnvConfig:
@@ -423,7 +429,7 @@ class VmasLaneEnv:
             first_row = torch.zeros(self.copies, M, dtype=torch.bool, device=self.device)
             first_row[:, 0] = ended
             group_return = torch.zeros(self.copies, M, device=self.device)
-            group_return[:, 0] = episode_return[:, index].sum(dim=1)
+            group_return[:, 0] = torch.where(ended, episode_return[:, index].sum(dim=1), 0.0)
             out[g] = StepResult(
                 obs=current[g], reward=reward[:, index].reshape(-1),
                 terminated=terminated.repeat_interleave(M), truncated=truncated.repeat_interleave(M),
@@ -472,9 +478,11 @@ def make(cfg: EnvConfig, num_envs: int, device: torch.device, render_mode: str |
     """The scenario ``env.id`` in ``num_envs`` worlds on ``device``.
 
     Raises:
-        ConfigError: see :func:`check_config` and :class:`VmasLaneEnv`; ``wrappers`` (none apply).
+        ConfigError: see :func:`check_config` and :class:`VmasLaneEnv`; a scenario VMAS does not have; ``wrappers``
+            (none apply).
     """
     check_config(cfg)
+    _check_scenario(cfg.id)
     _check_wrappers(wrappers)
     return VmasLaneEnv(cfg.id.removesuffix(".py"), cfg, num_envs, device, policy, render_mode, cfg.id)
 
