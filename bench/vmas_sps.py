@@ -1,6 +1,7 @@
 """The VMAS backend's own steps per second (no policy, no learning): random actions in every world of a
 scenario, through ``env.backend = "vmas"``'s lane env (rows, time limit, autoreset included) and through VMAS
-alone, for several batch sizes.
+alone (the same 100-step limit, and each world that is done reset alone with ``reset_at``), for several batch
+sizes.
 
     python bench/vmas_sps.py --worlds 64 600 4096 --steps 200 [--scenario balance] [--device cpu]
 
@@ -43,11 +44,18 @@ def vmas_sps(scenario: str, kwargs: dict, worlds: int, steps: int, device: torch
     env.reset()
     gen = torch.Generator(device).manual_seed(0)
     sizes = [env.get_agent_action_size(a) for a in env.agents]
+    elapsed = torch.zeros(worlds, dtype=torch.long, device=device)
     start = time.perf_counter()
-    for t in range(steps):
-        env.step([torch.rand(worlds, n, generator=gen, device=device) * 2 - 1 for n in sizes])
-        if (t + 1) % 100 == 0:
-            env.reset()  # the backend's 100-step limit: every world resets at once
+    for _ in range(steps):
+        _, _, done, _ = env.step([torch.rand(worlds, n, generator=gen, device=device) * 2 - 1 for n in sizes])
+        elapsed += 1
+        ended = done | (elapsed >= 100)  # the backend's 100-step limit
+        if bool(ended.all()):
+            env.reset()
+        else:  # a world that ended resets alone (what TorchRL's VmasEnv does too)
+            for i in torch.nonzero(ended).flatten().tolist():
+                env.reset_at(i)
+        elapsed[ended] = 0
     return worlds * steps / (time.perf_counter() - start)
 
 

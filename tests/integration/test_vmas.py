@@ -21,7 +21,7 @@ from shell.errors import ConfigError  # noqa: E402
 from shell.inference import load_policy  # noqa: E402
 from shell.observations import ACTOR_KEY, CRITIC_KEY  # noqa: E402
 
-from .conftest import run_main  # noqa: E402
+from .conftest import ROOT, run_main  # noqa: E402
 from .vmas_scenarios import Countdown  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -34,6 +34,15 @@ def config(**overrides):
     """BALANCE with ``overrides``; a key set to None is left out (its default)."""
     merged = {**BALANCE, **overrides}
     return load_config(None, {k: v for k, v in merged.items() if v is not None})
+
+
+def cli_sets() -> list[str]:
+    """BALANCE as ``--set`` flags of main (but its step budget and loggers)."""
+    args = []
+    for key, value in BALANCE.items():
+        if key not in ("run.total_timesteps", "run.loggers"):
+            args += ["--set", f"{key}={json.dumps(value) if not isinstance(value, dict) else '{ n_agents = 3 }'}"]
+    return args
 
 
 def last_json(text: str) -> dict:
@@ -178,9 +187,7 @@ def test_balance_trains_evaluates_loads_exports_and_resumes(tmp_path):
     matches the live policy; a resume continues the metrics."""
     run = tmp_path / "run"
     args = ["--config", "vmas-balance", "--run-dir", str(run), "--total-timesteps", "80"]
-    for key, value in BALANCE.items():
-        if key not in ("run.total_timesteps", "run.loggers"):
-            args += ["--set", f"{key}={json.dumps(value) if not isinstance(value, dict) else '{ n_agents = 3 }'}"]
+    args += cli_sets()
     proc = run_main(*args)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = last_json(proc.stdout)
@@ -275,3 +282,18 @@ def test_rows_of_a_step_are_rows_the_trainer_reads():
         assert isinstance(rows["agent"], Rows) and step["agent"].valid.all() and step["agent"].action_mask is None
     finally:
         env.close()
+
+
+def test_torchrun_trains_vmas_worlds_on_two_ranks(tmp_path):
+    """Two ranks, each with its own batch of worlds seeded from its own stream: one summary, world_size 2, and the
+    global step count (2 ranks x 4 worlds x 10 steps per update, two updates)."""
+    from .test_distributed import torchrun
+
+    args = ["--config", "vmas-balance", "--run-dir", str(tmp_path / "run"), "--total-timesteps", "160"]
+    args += cli_sets()
+    proc = torchrun(str(ROOT / "main.py"), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summaries = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(summaries) == 1 and summaries[0]["world_size"] == 2 and summaries[0]["env_steps"] == 160
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        assert [int(r["env_steps"]) for r in csv.DictReader(f)] == [80, 160]
