@@ -1,4 +1,4 @@
-"""Baseline: BenchMARL 1.5.2 MAPPO on PettingZoo/mpe2 simple_spread (CPU, 1 torch thread).
+"""Baseline: BenchMARL 1.5.2 MAPPO on PettingZoo/mpe2 simple_spread, or on VMAS balance (CPU, 1 torch thread).
 
 A standalone script, not part of the package. It runs in a venv of its own, because BenchMARL pins
 torchrl<0.12 / tensordict 0.11, with torch held at the local CPU build so that pip does not pull a CUDA one:
@@ -7,6 +7,7 @@ torchrl<0.12 / tensordict 0.11, with torch held at the local CPU build so that p
     echo "torch==2.13.0" > .benchmarl-venv/constraints.txt
     .benchmarl-venv/bin/pip install torch==2.13.0
     .benchmarl-venv/bin/pip install -c .benchmarl-venv/constraints.txt benchmarl==1.5.2 mpe2 pettingzoo
+    .benchmarl-venv/bin/pip install -c .benchmarl-venv/constraints.txt "vmas>=1.5,<1.6"   # --task balance
     # -> torch 2.13.0+cpu, torchrl 0.11.1, tensordict 0.11.0, benchmarl 1.5.2,
     #    pettingzoo 1.27.0, mpe2 1.1.1 (torchvision 0.28.0 is pulled in by benchmarl;
     #    it is a CUDA build whose _C.so does not load, but nothing on this path imports it)
@@ -14,6 +15,11 @@ torchrl<0.12 / tensordict 0.11, with torch held at the local CPU build so that p
 Run (from the repository root; bench/multiagent_vs_benchmarl.py runs it side by side with ours):
 
     .benchmarl-venv/bin/python bench/benchmarl_spread.py --seed 0 --json-out bench/results/benchmarl_spread_s0.json
+    .benchmarl-venv/bin/python bench/benchmarl_spread.py --task balance --seed 0
+
+--task balance (VMAS): VmasTask.BALANCE.get_task() (benchmarl/conf/task/vmas/balance.yaml: max_steps 100,
+n_agents 4, random_package_pos_on_line true, package_mass 5), with continuous actions
+(prefer_continuous_actions left at its default, True); everything else as below.
 
 Setup (everything BenchMARL's defaults unless listed):
   * algorithm: MappoConfig.get_from_yaml()      (benchmarl/conf/algorithm/mappo.yaml)
@@ -125,6 +131,7 @@ def _read_scalar(log_dir: str, key: str):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--task", choices=("simple_spread", "balance"), default="simple_spread")
     p.add_argument("--frames", type=int, default=120_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save-folder", default=None,
@@ -132,21 +139,28 @@ def main():
     p.add_argument("--json-out", default=None)
     args = p.parse_args()
 
-    install_mpe_shim()
-
+    spread = args.task == "simple_spread"
     from benchmarl.algorithms import MappoConfig
-    from benchmarl.environments import PettingZooTask
     from benchmarl.experiment import Experiment, ExperimentConfig
     from benchmarl.models.mlp import MlpConfig
 
-    task = PettingZooTask.SIMPLE_SPREAD.get_task()
-    task.config.update({"max_cycles": 25, "N": 3, "local_ratio": 0.5})
+    if spread:
+        install_mpe_shim()
+        from benchmarl.environments import PettingZooTask
+
+        task = PettingZooTask.SIMPLE_SPREAD.get_task()
+        task.config.update({"max_cycles": 25, "N": 3, "local_ratio": 0.5})
+    else:
+        from benchmarl.environments import VmasTask
+
+        task = VmasTask.BALANCE.get_task()  # BenchMARL's own task defaults, unchanged
 
     exp_cfg = ExperimentConfig.get_from_yaml()
     exp_cfg.sampling_device = "cpu"
     exp_cfg.train_device = "cpu"
     exp_cfg.buffer_device = "cpu"
-    exp_cfg.prefer_continuous_actions = False
+    if spread:
+        exp_cfg.prefer_continuous_actions = False
     exp_cfg.max_n_frames = args.frames
     exp_cfg.max_n_iters = None
     exp_cfg.loggers = ["csv"]
@@ -177,7 +191,8 @@ def main():
     result = {
         "lib": "benchmarl",
         "algo": "mappo",
-        "env": "pettingzoo/mpe2 simple_spread_v3 N=3 local_ratio=0.5 max_cycles=25 discrete",
+        "env": "pettingzoo/mpe2 simple_spread_v3 N=3 local_ratio=0.5 max_cycles=25 discrete" if spread
+        else "vmas balance " + " ".join(f"{k}={v}" for k, v in sorted(task.config.items())) + " continuous",
         "seed": args.seed,
         "frames": int(frames[-1][1]) if frames else experiment.total_frames,
         "iters": experiment.n_iters_performed,
@@ -193,7 +208,7 @@ def main():
                              "(BenchMARL logger)",
         "versions": {
             m: __import__("importlib.metadata").metadata.version(m)
-            for m in ("torch", "torchrl", "tensordict", "benchmarl", "pettingzoo", "mpe2")
+            for m in ("torch", "torchrl", "tensordict", "benchmarl", *(("pettingzoo", "mpe2") if spread else ("vmas",)))
         },
     }
     line = json.dumps(result)

@@ -1,4 +1,5 @@
-"""Several agents: configs/simple-spread.toml against BenchMARL's MAPPO, side by side, and our learning curve.
+"""Several agents: configs/simple-spread.toml (or, with --task balance, configs/vmas-balance.toml) against
+BenchMARL's MAPPO, side by side, and our learning curve.
 
     python bench/multiagent_vs_benchmarl.py race [--seeds 0 1 2] [--benchmarl-python .benchmarl-venv/bin/python]
         Alternating seed by seed (one torch thread on both sides), whole processes: ours (with --also-sync
@@ -18,6 +19,10 @@
         policy in the rollout, the update, the evaluation.
 
 Env steps are joint steps of the env copies, as BenchMARL counts frames.
+
+--task balance: VMAS balance (4 agents, BenchMARL's task defaults) on env.backend = "vmas"; the bar is 186 for the
+team (46.5 per agent) within 120,000 steps, evaluated on 100 episodes every 2 updates (6,400 steps); BenchMARL runs
+bench/benchmarl_spread.py --task balance. Its results are written as bench/results/vmas_balance_*.json.
 """
 
 from __future__ import annotations
@@ -45,16 +50,27 @@ import shell
 seed, bar, max_steps, every = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 run_dir = sys.argv[5]
 sets = json.loads(sys.argv[6])
+config = sys.argv[7]
 rows = []
 def record(row):
     rows.append(row)
-result = shell.train("simple-spread", seed=seed, total_timesteps=max_steps, run_dir=run_dir, progress=False,
+result = shell.train(config, seed=seed, total_timesteps=max_steps, run_dir=run_dir, progress=False,
                      overrides={"run.eval_every": every, "run.eval_episodes": 100, **sets},
                      callbacks=[record, shell.StopOnReward(bar)])
 evals = [(r["env_steps"], r["seconds"], r["eval_return"]) for r in rows if r["eval_return"] != ""]
 reached = next((s for s, _, e in evals if e >= bar), None)
 print(json.dumps({"summary": result.summary, "evals": evals, "reached_at": reached}))
 """
+
+
+# what each task's race and curve run: our config, its agents, the team bar, our step budget and evaluation interval
+# (updates), the prefix of its result files
+TASKS = {
+    "simple_spread": {"config": "simple-spread", "agents": 3, "bar": -45.0, "max_steps": 500_000, "eval_every": 10,
+                      "results": "multiagent"},
+    "balance": {"config": "vmas-balance", "agents": 4, "bar": 186.0, "max_steps": 120_000, "eval_every": 2,
+                "results": "vmas_balance"},
+}
 
 
 def commit() -> str:
@@ -72,10 +88,11 @@ def timed(cmd: list[str]) -> tuple[float, dict]:
     return wall, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def ours(seed: int, bar: float, max_steps: int, every: int, sets: dict) -> tuple[float, dict]:
+def ours(seed: int, bar: float, max_steps: int, every: int, sets: dict,
+         config: str = "simple-spread") -> tuple[float, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         return timed([sys.executable, "-c", OURS, str(seed), str(bar), str(max_steps), str(every),
-                      str(Path(tmp) / "run"), json.dumps(sets)])
+                      str(Path(tmp) / "run"), json.dumps(sets), config])
 
 
 def parse_sets(items: list[str]) -> dict:
@@ -91,18 +108,19 @@ def parse_sets(items: list[str]) -> dict:
 
 def race(args: argparse.Namespace) -> dict:
     rows = []
+    task = TASKS[args.task]
     for seed in args.seeds:
-        wall, mine = ours(seed, args.bar, args.max_steps, args.eval_every, parse_sets(args.set))
+        wall, mine = ours(seed, args.bar, args.max_steps, args.eval_every, parse_sets(args.set), task["config"])
         one_core = None
         if args.also_sync:  # the same run with the copies stepped in turn in one process (one core)
             one_core, _ = ours(seed, args.bar, args.max_steps, args.eval_every,
-                               {**parse_sets(args.set), "env.vectorization_mode": "sync"})
+                               {**parse_sets(args.set), "env.vectorization_mode": "sync"}, task["config"])
         theirs_wall, theirs = timed([args.benchmarl_python, str(ROOT / "bench" / "benchmarl_spread.py"),
-                                     "--frames", str(args.frames), "--seed", str(seed)])
+                                     "--task", args.task, "--frames", str(args.frames), "--seed", str(seed)])
         summary = mine["summary"]
-        # ours at BenchMARL's own final evaluation return (per agent, x3 for the team): the first of our
-        # evaluations at or above it, with its training seconds (evaluation time excluded) and env steps
-        level = 3 * theirs["eval_return_per_agent_last"]
+        # ours at BenchMARL's own final evaluation return (per agent, times the agents for the team): the first of
+        # our evaluations at or above it, with its training seconds (evaluation time excluded) and env steps
+        level = task["agents"] * theirs["eval_return_per_agent_last"]
         at_level = next(((s, sec) for s, sec, e in mine["evals"] if e >= level), None)
         row = {"seed": seed, "ours_wall_s": round(wall, 1), "ours_env_steps": summary["env_steps"],
                "ours_reached_bar_at": mine["reached_at"], "ours_eval_team": summary["eval_return_mean"],
@@ -130,8 +148,9 @@ def curve(args: argparse.Namespace) -> dict:
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             run = Path(tmp) / "run"
-            cmd = [sys.executable, str(ROOT / "main.py"), "--config", "simple-spread", "--seed", str(seed),
-                   "--total-timesteps", str(args.steps), "--run-dir", str(run), "--set", "run.eval_every=25",
+            cmd = [sys.executable, str(ROOT / "main.py"), "--config", TASKS[args.task]["config"], "--seed", str(seed),
+                   "--total-timesteps", str(args.steps), "--run-dir", str(run),
+                   "--set", f"run.eval_every={args.curve_every}",
                    "--set", "run.eval_episodes=100"]
             for item in args.set:
                 cmd += ["--set", item]
@@ -145,7 +164,7 @@ def curve(args: argparse.Namespace) -> dict:
                "wall_s": round(wall, 1), "summary": summary,
                "evals": [(s, e) for s, _, e in rows if e is not None],
                "train": [(s, t) for s, t, _ in rows if t is not None]}
-        (RESULTS / f"multiagent_curve_s{seed}.json").write_text(json.dumps(out, indent=1) + "\n")
+        (RESULTS / f"{TASKS[args.task]['results']}_curve_s{seed}.json").write_text(json.dumps(out, indent=1) + "\n")
     return out
 
 
@@ -217,19 +236,25 @@ def profile(args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bench", choices=("race", "curve", "plot", "profile"))
+    parser.add_argument("--task", choices=sorted(TASKS), default="simple_spread")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--bar", type=float, default=-45.0)
-    parser.add_argument("--max-steps", type=int, default=500_000)
-    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--bar", type=float, default=None, help="the team's return bar (default: the task's)")
+    parser.add_argument("--max-steps", type=int, default=None, help="our step budget (default: the task's)")
+    parser.add_argument("--eval-every", type=int, default=None, help="updates between evaluations (the task's)")
+    parser.add_argument("--curve-every", type=int, default=25, help="curve: updates between evaluations")
     parser.add_argument("--frames", type=int, default=120_000)
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE overrides of our config")
     parser.add_argument("--also-sync", action="store_true", help="race: time ours with vectorization_mode sync too")
     parser.add_argument("--benchmarl-python", default=str(ROOT / ".benchmarl-venv" / "bin" / "python"))
     args = parser.parse_args()
+    task = TASKS[args.task]
+    args.bar = task["bar"] if args.bar is None else args.bar
+    args.max_steps = task["max_steps"] if args.max_steps is None else args.max_steps
+    args.eval_every = task["eval_every"] if args.eval_every is None else args.eval_every
     if args.bench == "race":
         out = race(args)
-        (RESULTS / "multiagent_race.json").write_text(json.dumps(out, indent=1) + "\n")
+        (RESULTS / f"{task['results']}_race.json").write_text(json.dumps(out, indent=1) + "\n")
     elif args.bench == "curve":
         args.seeds = args.seeds[:1] if args.seeds == [0, 1, 2] else args.seeds
         out = curve(args)

@@ -164,7 +164,9 @@ class EnvConfig:
                           "C++ thread pool; the envpool extra) or 'pettingzoo' (a multi-agent env: env.id names a "
                           "module with parallel_env(), or with env() alone for a turn-based (AEC) game, or "
                           "'module:function' for another function of it that makes one; the multiagent extra, the "
-                          "games extra for PettingZoo's classic games). Each backend checks its own keys "
+                          "games extra for PettingZoo's classic games) or 'vmas' (a VMAS scenario's batch of worlds "
+                          "on the run's device: env.id names the scenario; the vmas extra). Each backend checks its "
+                          "own keys "
                           "(shell/envs/).")
     kwargs: dict[str, Any] = _field(attrs.Factory(dict), "Keyword arguments for gymnasium.make of each sub-env "
                                     "(a TOML table, e.g. { continuous = true }); a string naming an existing file "
@@ -174,7 +176,7 @@ class EnvConfig:
         attrs.Factory(list), "Wrappers of each sub-env, innermost first, around what gymnasium.make returns and "
         "inside env.obs_keys' filter and the Atari chain: [[env.wrappers]] tables with class = \"module:Name\" "
         "and optional kwargs = { ... }.", _wrapper_specs)
-    groups: dict[str, list[str]] = _field(attrs.Factory(dict), "pettingzoo: agents by group, e.g. { adversary = "
+    groups: dict[str, list[str]] = _field(attrs.Factory(dict), "pettingzoo, vmas: agents by group, e.g. { adversary = "
                                           "[\"adversary_0\"], agent = [\"agent_0\"] }; each group has a policy of "
                                           "its own (absent = agents with identical spaces).", _groups)
     obs_keys: list[str] | None = _field(None, "Dict observations: the keys to keep (FilterObservation); absent = all.",
@@ -230,11 +232,11 @@ class PolicyConfig:
                             _one_of("none", "lstm", "gru"))
     rnn_hidden_size: int = _field(64, "recurrent: width of the LSTM/GRU state.", _range(1))
     share_rnn: bool = _field(False, "recurrent: actor and critic share one recurrent core (default: one each).")
-    agent_id: bool = _field(False, "Multi-agent (pettingzoo): append the agent's one-hot index in its group to "
+    agent_id: bool = _field(False, "Multi-agent (pettingzoo, vmas): append the agent's one-hot index in its group to "
                                    "what the policy observes (parameter sharing with agent identity).")
-    critic: str = _field("local", "Multi-agent (pettingzoo): the critic sees the agent's own observation ('local'), "
-                                  "the env's global state() ('state') or all agents' observations of the group "
-                                  "('concat', MAPPO's centralised critic); the actor always sees its own.",
+    critic: str = _field("local", "Multi-agent (pettingzoo, vmas): the critic sees the agent's own observation "
+                                  "('local'), the env's global state() ('state') or all agents' observations of the "
+                                  "group ('concat', MAPPO's centralised critic); the actor always sees its own.",
                          _one_of("local", "state", "concat"))
     seq_len: int = _field(0, "recurrent: update on sequences of this many steps with their stored start states "
                              "(0 = whole env columns of the rollout); must divide ppo.num_steps.", _range(0))

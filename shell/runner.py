@@ -55,7 +55,7 @@ def prepare_run_dir(run_dir: Path | None, config: Config) -> Path:
     return path
 
 
-ENV_PACKAGES = ("ale_py", "envpool", "minigrid", "pettingzoo", "mpe2")
+ENV_PACKAGES = ("ale_py", "envpool", "minigrid", "pettingzoo", "mpe2", "vmas")
 """Env packages whose versions a run records in versions.json when it uses them."""
 
 

@@ -285,6 +285,7 @@ EXTRA_USES = {
     "minigrid": "[MiniGrid](guides/minigrid-dict.md)",
     "multiagent": "[Several agents](guides/multi-agent.md): PettingZoo's Parallel API and the MPE tasks",
     "games": "[Turn-based games](guides/turn-based.md): PettingZoo's classic games",
+    "vmas": "[VMAS](guides/vmas.md): batched multi-agent worlds on the run's device",
     "video": "`eval --video`",
     "export": "[ONNX export](guides/export.md)",
     "tune": "[Tuning](guides/tuning.md)",

@@ -27,15 +27,17 @@ BACKENDS = {
     "ale": "shell.envs.ale",  # ale-py's C++ AtariVectorEnv (the Atari chain)
     "envpool": "shell.envs.envpool",  # EnvPool's C++ thread pool
     "pettingzoo": "shell.envs.pettingzoo",  # PettingZoo Parallel-API multi-agent envs, agents as rows
+    "vmas": "shell.envs.vmas",  # VMAS scenarios: batched multi-agent worlds on the device, agents as rows
 }
 """``env.backend`` name -> module path."""
 
-MULTI_AGENT = {"pettingzoo"}
+MULTI_AGENT = {"pettingzoo", "vmas"}
 """Backends of several agents: their ``make`` and ``from_factory`` (a factory of their own kind of env) return a
 :class:`shell.envs.base.LaneEnv` with a lane per group of agents; every other backend's vector env is one lane."""
 
-RENDERS = {"gymnasium", "pettingzoo"}
-"""Backends that render (``render_mode``) and take sub-env ``wrappers`` (pettingzoo refuses wrappers itself)."""
+RENDERS = {"gymnasium", "pettingzoo", "vmas"}
+"""Backends that render (``render_mode``) and take sub-env ``wrappers`` (pettingzoo and vmas refuse wrappers
+themselves)."""
 
 
 def backend(name: str) -> ModuleType:
