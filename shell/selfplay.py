@@ -1,17 +1,18 @@
-"""Self-play against a pool of past snapshots (``[selfplay]``; DESIGN.md, "Turns"): opponents that act and never
-learn.
+"""Self-play against a pool of past snapshots and uniform-random moves (``[selfplay]``; DESIGN.md, "Turns"):
+opponents that act and never learn.
 
 A turn-based game whose seats share their spaces is one lane: every seat of every copy is a row of the one
 policy. With ``selfplay.snapshot_every > 0``, a :class:`SnapshotPool` decides for each copy, game by game, who plays
 it: with probability ``selfplay.latest_prob`` the learner plays every seat (plain self-play, every seat learns);
 otherwise the learner plays one seat and a snapshot drawn uniformly from the pool plays the others. With
-``selfplay.random_prob > 0`` a game is first, with that probability, against uniform-random legal moves (the learner
-plays one seat; :data:`RANDOM`), and only the other games draw as above; with ``snapshot_every = 0`` the pool holds no
-snapshots and those games are plain self-play. The learner's seat moves on by one from game to game in each copy. A snapshot's rows are acted on by the snapshot (a sample of
-its policy under the row's mask, with its own observation statistics) and are not ``valid`` for the learner, so
-they enter no update, no normaliser and no advantage (:func:`core.turn_gae` sees only the learner's turns). Every
-``snapshot_every`` updates the learner's weights join the pool (the oldest leaves past ``pool_size``); the pool
-starts with the initial policy. The pool, and where its random streams stand, is in every checkpoint.
+``selfplay.random_prob > 0`` a game is first, with that probability, against uniform-random legal moves (the
+learner plays one seat; :data:`RANDOM`), and only the other games draw as above; with ``snapshot_every = 0`` the
+pool holds no snapshots and those games are plain self-play. The learner's seat moves on by one from game to game
+in each copy. An opponent's rows are acted on by the opponent (a snapshot samples its policy under the row's mask,
+with its own observation statistics) and are not ``valid`` for the learner, so they enter no update, no normaliser
+and no advantage (:func:`core.turn_gae` sees only the learner's turns). Every ``snapshot_every`` updates the
+learner's weights join the pool (the oldest leaves past ``pool_size``); the pool starts with the initial policy.
+The pool, and where its random streams stand, is in every checkpoint.
 
 Why uniform-random opponents: a policy that meets only itself (or its past selves) sees only the positions that
 near-optimal play reaches, and never learns to punish a blunder; the random games put it in front of them.
