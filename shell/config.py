@@ -324,19 +324,22 @@ class RunConfig:
 
 @_section("selfplay")
 class SelfPlayConfig:
-    """Turn-based games: a learner against a pool of its past snapshots (off with ``snapshot_every = 0``: one
-    policy plays, and learns in, every seat)."""
+    """Turn-based games: a learner against a pool of its past snapshots and/or uniform-random moves (off with
+    ``snapshot_every = 0`` and ``random_prob = 0``: one policy plays, and learns in, every seat)."""
 
     snapshot_every: int = _field(0, "Add the learner's policy to the pool every this many updates (0 = no pool: "
                                     "one policy plays every seat).", _range(0))
     pool_size: int = _field(8, "Snapshots kept in the pool (the oldest leaves first).", _range(1))
     latest_prob: float = _field(0.5, "The chance that a game's opponent is the current policy (learning in both "
                                      "seats) rather than a snapshot drawn uniformly from the pool.", _range(0.0, 1.0))
+    random_prob: float = _field(0.0, "The chance that a game's opponent is uniform-random legal moves (the learner "
+                                     "plays one seat), drawn before latest_prob; with snapshot_every = 0 the other "
+                                     "games are plain self-play (0 = never).", _range(0.0, 1.0))
 
     @property
     def enabled(self) -> bool:
-        """A pool of snapshots plays against the learner."""
-        return self.snapshot_every > 0
+        """Opponents other than the learner itself play some games: a pool of snapshots, or uniform-random moves."""
+        return self.snapshot_every > 0 or self.random_prob > 0
 
 
 SECTIONS: dict[str, type] = {"env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "run": RunConfig,

@@ -1,15 +1,21 @@
-"""Self-play against a pool of past snapshots (``[selfplay]``; DESIGN.md, "Turns"): opponents that act and never
-learn.
+"""Self-play against a pool of past snapshots and uniform-random moves (``[selfplay]``; DESIGN.md, "Turns"):
+opponents that act and never learn.
 
 A turn-based game whose seats share their spaces is one lane: every seat of every copy is a row of the one
 policy. With ``selfplay.snapshot_every > 0``, a :class:`SnapshotPool` decides for each copy, game by game, who plays
 it: with probability ``selfplay.latest_prob`` the learner plays every seat (plain self-play, every seat learns);
-otherwise the learner plays one seat and a snapshot drawn uniformly from the pool plays the others. The learner's
-seat moves on by one from game to game in each copy. A snapshot's rows are acted on by the snapshot (a sample of
-its policy under the row's mask, with its own observation statistics) and are not ``valid`` for the learner, so
-they enter no update, no normaliser and no advantage (:func:`core.turn_gae` sees only the learner's turns). Every
-``snapshot_every`` updates the learner's weights join the pool (the oldest leaves past ``pool_size``); the pool
-starts with the initial policy. The pool, and where its random streams stand, is in every checkpoint.
+otherwise the learner plays one seat and a snapshot drawn uniformly from the pool plays the others. With
+``selfplay.random_prob > 0`` a game is first, with that probability, against uniform-random legal moves (the
+learner plays one seat; :data:`RANDOM`), and only the other games draw as above; with ``snapshot_every = 0`` the
+pool holds no snapshots and those games are plain self-play. The learner's seat moves on by one from game to game
+in each copy. An opponent's rows are acted on by the opponent (a snapshot samples its policy under the row's mask,
+with its own observation statistics) and are not ``valid`` for the learner, so they enter no update, no normaliser
+and no advantage (:func:`core.turn_gae` sees only the learner's turns). Every ``snapshot_every`` updates the
+learner's weights join the pool (the oldest leaves past ``pool_size``); the pool starts with the initial policy.
+The pool, and where its random streams stand, is in every checkpoint.
+
+Why uniform-random opponents: a policy that meets only itself (or its past selves) sees only the positions that
+near-optimal play reaches, and never learns to punish a blunder; the random games put it in front of them.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -24,10 +31,13 @@ from shell.config import SelfPlayConfig
 from shell.errors import ConfigError
 from shell.policies import ActorCritic
 
-__all__ = ["LATEST", "SnapshotPool", "check_selfplay", "snapshot_name", "snapshot_players"]
+__all__ = ["LATEST", "RANDOM", "SnapshotPool", "check_selfplay", "snapshot_name", "snapshot_players"]
 
 LATEST = -1
 """A copy's opponent when the learner plays every seat of it."""
+
+RANDOM = -2
+"""A copy's opponent when uniform-random legal moves play the seats the learner does not (``selfplay.random_prob``)."""
 
 
 def snapshot_name(update: int) -> str:
@@ -50,9 +60,10 @@ def snapshot_players(agent: torch.nn.Module, state: dict[str, Any] | None) -> di
     return players
 
 
-def check_selfplay(specs: dict, recurrent: bool) -> None:
+def check_selfplay(specs: dict, recurrent: bool, uniform: bool = False) -> None:
     """Refuse ``[selfplay]`` where a pool cannot play: the game must be one lane (seats that share their spaces),
-    turn-based, with two seats or more, and the policy feed-forward.
+    turn-based, with two seats or more, and the policy feed-forward; with ``uniform`` (``selfplay.random_prob >
+    0``) its actions one Discrete choice.
 
     Raises:
         ConfigError: one line naming what to use instead (the groups of a game whose seats differ in spaces).
@@ -67,6 +78,9 @@ def check_selfplay(specs: dict, recurrent: bool) -> None:
                           "with an AEC game); set selfplay.snapshot_every = 0 for this env")
     if recurrent:
         raise ConfigError("[selfplay] plays snapshots of feed-forward policies; use policy.recurrent = \"none\"")
+    if uniform and not isinstance(spec.action_space, gym.spaces.Discrete):
+        raise ConfigError(f"selfplay.random_prob draws uniform-random moves of a Discrete action space, and this "
+                          f"game's is {spec.action_space}; set selfplay.random_prob = 0")
 
 
 class SnapshotPool:
@@ -95,7 +109,8 @@ class SnapshotPool:
         self.generator = torch.Generator(device).manual_seed(seed)
         self.snapshots: list[ActorCritic] = []
         self.taken_at: list[int] = []
-        self.snapshot(0)
+        if cfg.snapshot_every > 0:
+            self.snapshot(0)
         self.learner_seat = np.arange(copies) % len(self.seats)
         self.opponent = np.full(copies, LATEST)
         self.restart()
@@ -114,7 +129,7 @@ class SnapshotPool:
 
     def after_update(self, update: int) -> None:
         """Take a snapshot every ``snapshot_every`` updates."""
-        if update % self.cfg.snapshot_every == 0:
+        if self.cfg.snapshot_every > 0 and update % self.cfg.snapshot_every == 0:
             self.snapshot(update)
 
     def players(self) -> dict[int, ActorCritic]:
@@ -123,8 +138,16 @@ class SnapshotPool:
 
     # ------------------------------------------------------------------ the games
     def _draw(self, n: int) -> np.ndarray:
-        latest = self.rng.random(n) < self.cfg.latest_prob
-        return np.where(latest, LATEST, self.rng.integers(0, len(self.snapshots), n))
+        """``[n]`` opponents for new games: RANDOM with ``random_prob`` (a draw made only when it is above 0, so
+        that a pool without it repeats its games), else LATEST with ``latest_prob`` or a snapshot, uniformly
+        (LATEST when the pool holds none)."""
+        at_random = self.rng.random(n) < self.cfg.random_prob if self.cfg.random_prob > 0 else None
+        if self.snapshots:
+            latest = self.rng.random(n) < self.cfg.latest_prob
+            drawn = np.where(latest, LATEST, self.rng.integers(0, len(self.snapshots), n))
+        else:
+            drawn = np.full(n, LATEST)
+        return drawn if at_random is None else np.where(at_random, RANDOM, drawn)
 
     def restart(self) -> None:
         """The envs were reset: every copy draws its opponent for its new game."""
@@ -154,11 +177,21 @@ class SnapshotPool:
         learner = self.learner_rows.cpu().numpy()
         out = actions
         for k in np.unique(rows_of[~learner]):
-            player = self.snapshots[int(k)]
-            theirs = player.act(obs, deterministic=False, generator=self.generator, action_mask=mask)
+            if k == RANDOM:
+                theirs = self._uniform(actions, mask)
+            else:
+                player = self.snapshots[int(k)]
+                theirs = player.act(obs, deterministic=False, generator=self.generator, action_mask=mask)
             rows = torch.as_tensor((rows_of == k) & ~learner, device=actions.device)
             out = torch.where(rows, theirs.to(actions.dtype), out)
         return out
+
+    def _uniform(self, actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``[E * S]`` a uniform draw among each row's legal actions (``mask [E * S, A]``; None: all legal)."""
+        legal = torch.ones(actions.shape[0], int(self.agent.action_space.n), dtype=torch.bool, device=actions.device)
+        if mask is not None:
+            legal = torch.where(mask.any(dim=1, keepdim=True), mask.bool(), legal)  # a row with none: ignored anyway
+        return torch.multinomial(legal.float(), 1, generator=self.generator).squeeze(1)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from tests.fuzz.outcomes import Outcome, check_checkpoints_finite, check_failure
 @pytest.mark.parametrize("key", ["ppo.gamma", "ppo.gae_lambda", "ppo.learning_rate", "ppo.clip_coef", "ppo.vf_coef",
                                  "ppo.ent_coef", "ppo.max_grad_norm", "ppo.adam_eps", "ppo.target_kl",
                                  "ppo.reward_scale", "env.obs_clip", "env.reward_clip", "policy.init_log_std",
-                                 "policy.image_scale", "run.tracker_timeout", "selfplay.latest_prob"])
+                                 "policy.image_scale", "run.tracker_timeout", "selfplay.latest_prob",
+                                 "selfplay.random_prob"])
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_float_in_a_config_is_refused_at_start_up(key, value):
     """NaN passed every range check (each comparison with NaN is false) and inf passed those without an upper

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from shell.api import resume, train
@@ -16,7 +17,7 @@ from shell.logs import CSV_FIELDS, GAME_FIELDS, complete_rows
 from shell.plotting import plot_runs, read_ratings
 from shell.ratings import MatchTable
 from shell.runner import Trainer
-from shell.selfplay import LATEST, SnapshotPool
+from shell.selfplay import LATEST, RANDOM, SnapshotPool
 
 from .test_turns import config
 
@@ -67,6 +68,65 @@ def test_snapshots_never_change_and_their_rows_enter_no_update(tmp_path, monkeyp
         assert not all(torch.equal(initial[k], v) for k, v in tensors(learner.agent).items())  # the learner moved
     finally:
         trainer.env.close()
+
+
+def test_uniform_random_opponents_play_one_seat_legally_and_never_enter_the_update(tmp_path, monkeypatch):
+    """selfplay.random_prob = 1 without snapshots: every game is the learner in one seat (alternating from game to
+    game) against uniform-random legal moves (Duel raises on an illegal one); those moves are spread over the legal
+    actions and their rows are never stored as valid. The pool holds no snapshot, and it is checkpointed."""
+    steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    act = SnapshotPool.act
+
+    def recording_act(pool, obs, actions, mask):
+        out = act(pool, obs, actions, mask)
+        steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone(), out.clone(), mask.clone()))
+        return out
+
+    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    cfg = config(**{"selfplay.random_prob": 1.0, "env.num_envs": 4, "run.total_timesteps": 200,
+                    "run.eval_episodes": 2})
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    pool, learner = trainer.lanes.pool, trainer.lanes.only
+    try:
+        assert pool.snapshots == [] and pool.players() == {}
+        rows = trainer.env.reset(seed=0)
+        trainer.lanes.restart()
+        seats, theirs = [], []
+        for _ in range(3):
+            steps.clear()
+            rows, _ = trainer.collect(rows)
+            valid = learner.storage.valid
+            for t, (mine, opponent, actions, mask) in enumerate(steps):
+                assert (opponent == RANDOM).all()
+                assert mine.view(4, 2).sum(dim=1).tolist() == [1] * 4  # the learner plays one seat of each copy
+                assert not (valid[t] & ~mine).any(), t  # the random seat's moves are no transition of the learner
+                seats.append(mine.view(4, 2)[:, 0].clone())
+                acting = ~mine & mask.any(dim=1)
+                assert mask[acting].gather(1, actions[acting].long()[:, None]).all()  # legal
+                theirs += actions[acting].tolist()
+            trainer.lanes.update()
+            trainer.lanes.after_update(1)
+        assert pool.snapshots == []  # snapshot_every = 0: none is ever taken
+        # Duel's games last 5 moves: the learner's seat in copy 0 changes after every game
+        assert not torch.equal(torch.stack(seats[:5]), torch.stack(seats[5:10]))
+        assert {0, 1, 2} <= set(theirs)  # uniform over the legal moves (action 0 is legal at even moves)
+        assert trainer.lanes.state_dict()["selfplay"]["snapshots"] == []
+    finally:
+        trainer.env.close()
+
+
+def test_random_prob_zero_draws_the_games_of_a_pool_without_it():
+    """random_prob = 0 (the default) makes no draw of its own: a pool's opponents are those it drew before the
+    option existed; 0.5 mixes uniform-random games with the pool's."""
+    cfg = load_config(None, {"selfplay.snapshot_every": 1})
+    agent = torch.nn.Linear(1, 1)
+    plain = SnapshotPool(agent, cfg.selfplay, ["a", "b"], 64, seed=3, device=torch.device("cpu"))
+    rng = np.random.default_rng(3)
+    expected = np.where(rng.random(64) < 0.5, LATEST, rng.integers(0, 1, 64))
+    assert plain.opponent.tolist() == expected.tolist()
+    mixed = SnapshotPool(agent, load_config(None, {"selfplay.snapshot_every": 1, "selfplay.random_prob": 0.5}
+                                            ).selfplay, ["a", "b"], 64, seed=3, device=torch.device("cpu"))
+    assert {RANDOM, LATEST, 0} == set(mixed.opponent.tolist())
 
 
 def test_the_pool_is_saved_in_checkpoints_and_comes_back_on_resume(tmp_path):

@@ -172,6 +172,51 @@ def test_tictactoe_never_receives_an_illegal_move(tmp_path):
     assert result.policy.agent.action_mask_source == "obs"
 
 
+def test_every_tictactoe_move_returns_its_seats_outcome_and_sees_the_board_from_its_side(tmp_path):
+    """PettingZoo's tic-tac-toe, gamma = lambda = 1: replaying each copy's stored moves on a board of our own, every
+    move of a finished game returns its seat's outcome (+1 win, -1 loss, 0 draw; the loser's last move included,
+    done, as the game ends at the winner's move), and its observation is the board seen by the mover (plane 0 its
+    own marks, plane 1 the other seat's)."""
+    from .game_bots import LINES
+
+    cfg = config(**{"env.id": "pettingzoo.classic.tictactoe_v3", "env.num_envs": 4, "ppo.num_steps": 40,
+                    "ppo.gamma": 1.0, "ppo.gae_lambda": 1.0, "ppo.num_minibatches": 1})
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    try:
+        trainer.lanes.restart()
+        trainer.collect(trainer.env.reset(seed=0))
+        storage = trainer.lanes.only.storage
+        obs = storage.obs["observation"].view(40, 4, 2, 3, 3, 2)
+        valid, dones = storage.valid.view(40, 4, 2), storage.dones.view(40, 4, 2)
+        returns, actions = storage.returns.view(40, 4, 2), storage.raw_actions.view(40, 4, 2)
+        checked = 0
+        for copy in range(4):
+            board, moves = [0] * 9, []  # 1: player_1's mark, 2: player_2's
+            # up to the last finished game (the moves of the game the rollout cuts are not all stored as valid)
+            for t in range(int(dones[:, copy, 0].nonzero().max()) + 1):
+                seat = 0 if valid[t, copy, 0] else 1
+                assert valid[t, copy, seat] and not valid[t, copy, 1 - seat]  # one mover, and it is the seat's turn
+                seen = obs[t, copy, seat].flatten(0, 1)
+                assert [i for i in range(9) if seen[i, 0]] == [i for i in range(9) if board[i] == seat + 1]
+                assert [i for i in range(9) if seen[i, 1]] == [i for i in range(9) if board[i] == 2 - seat]
+                square = int(actions[t, copy, seat])
+                board[square] = seat + 1
+                moves.append((t, seat))
+                won = any(board[a] == board[b] == board[c] == seat + 1 for a, b, c in LINES)
+                if won or all(board):
+                    assert dones[t, copy].all()  # both seats' last transitions end here
+                    for u, mover in moves:
+                        outcome = 0.0 if not won else (1.0 if mover == seat else -1.0)
+                        assert float(returns[u, copy, mover]) == pytest.approx(outcome, abs=1e-5), (copy, u, mover)
+                        checked += 1
+                    board, moves = [0] * 9, []
+                else:
+                    assert not dones[t, copy].any()
+        assert checked >= 4 * 20  # at least 4 games finished in each copy's 40 moves
+    finally:
+        trainer.env.close()
+
+
 def test_tictactoe_from_its_module_id_is_turn_based():
     cfg = config(**{"env.id": "pettingzoo.classic.tictactoe_v3"})
     env = make_lanes(cfg.env, torch.device("cpu"), policy=cfg.policy)

@@ -8,6 +8,20 @@ from __future__ import annotations
 from typing import Any
 
 
+def _forwarded(env: Any) -> Any:
+    """The env under PettingZoo's own wrappers (``pettingzoo.utils.wrappers``, whose every attribute read goes to the
+    env they wrap): reading ``agents``, ``terminations`` and the like there gives the same objects without a chain
+    of ``__getattr__`` calls (a third of a tic-tac-toe move's time). Any other wrapper stops the walk: it may answer
+    a read itself."""
+    from pettingzoo.utils import wrappers
+
+    forwarding = (wrappers.BaseWrapper, wrappers.OrderEnforcingWrapper, wrappers.AssertOutOfBoundsWrapper,
+                  wrappers.TerminateIllegalWrapper, wrappers.CaptureStdoutWrapper, wrappers.ClipOutOfBoundsWrapper)
+    while type(env) in forwarding:
+        env = env.env
+    return env
+
+
 def is_turn_based(env: Any) -> bool:
     """Whether ``env`` is a PettingZoo AEC env (it has ``agent_selection`` or ``agent_iter``)."""
     return hasattr(env, "agent_iter") or hasattr(env, "agent_selection")
@@ -40,6 +54,7 @@ class TurnGame:
 
     def __init__(self, env: Any, max_moves: int | None = None):
         self.env, self.max_moves = env, max_moves
+        self._game = _forwarded(env)  # where the game's state is read (the moves and observations go through env)
         self.possible_agents = list(env.possible_agents)
         self.metadata = getattr(env, "metadata", None) or {}
         self.agents: list[str] = []
@@ -55,7 +70,7 @@ class TurnGame:
     @property
     def mover(self) -> str | None:
         """The seat to move, None when the game is over."""
-        return self.env.agent_selection if self.agents else None
+        return self._game.agent_selection if self.agents else None
 
     def reset(self, seed: int | None = None) -> tuple[dict, dict]:
         """A new game: every seat's observation and info.
@@ -64,11 +79,11 @@ class TurnGame:
             TypeError: the env keeps no ``_cumulative_rewards`` dict (PettingZoo's AEC API has one).
         """
         self.env.reset(seed=seed)
-        if not isinstance(getattr(self.env, "_cumulative_rewards", None), dict):
+        if not isinstance(getattr(self._game, "_cumulative_rewards", None), dict):
             raise TypeError("an AEC env keeps each agent's reward since its last move in _cumulative_rewards "
                             "(a dict, what last() returns); this one has none after reset()")
         self.moves, self._ended = 0, set()
-        self.agents = list(self.env.agents)
+        self.agents = list(self._game.agents)
         return self._observe(), self._infos()
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
@@ -77,43 +92,43 @@ class TurnGame:
         Raises:
             KeyError: ``actions`` has no action of the mover.
         """
-        env = self.env
-        env.step(actions[env.agent_selection])
+        env, game = self.env, self._game
+        env.step(actions[game.agent_selection])
         self.moves += 1
         cut = self.max_moves is not None and self.moves >= self.max_moves
         rewards: dict[str, float] = {}
         terms: dict[str, bool] = {}
         truncs: dict[str, bool] = {}
-        for agent in env.agents:
+        for agent in game.agents:
             if agent in self._ended:
                 continue
-            term, trunc = bool(env.terminations[agent]), bool(env.truncations[agent]) or cut
+            term, trunc = bool(game.terminations[agent]), bool(game.truncations[agent]) or cut
             if term or trunc:  # the seat's game is over: its final transition
                 self._ended.add(agent)
                 rewards[agent], terms[agent], truncs[agent] = self._collected(agent), term, trunc and not term
         obs, infos = self._observe(), self._infos()  # before a seat that left is stepped out
-        playing = [a for a in env.agents if a not in self._ended]
-        while playing and env.agents and self._out(env.agent_selection):
+        playing = [a for a in game.agents if a not in self._ended]
+        while playing and game.agents and self._out(game.agent_selection):
             env.step(None)  # PettingZoo's removal of a seat that left: its turn, action None
         self.agents = playing
         if playing:
-            mover = env.agent_selection
+            mover = game.agent_selection
             rewards[mover] = self._collected(mover)
         return obs, rewards, terms, truncs, infos
 
     def _out(self, agent: str) -> bool:
-        return bool(self.env.terminations[agent] or self.env.truncations[agent])
+        return bool(self._game.terminations[agent] or self._game.truncations[agent])
 
     def _collected(self, agent: str) -> float:
         """What the seat collected since its own last move (what ``last()`` would give it)."""
-        return float(self.env._cumulative_rewards.get(agent, 0.0))
+        return float(self._game._cumulative_rewards.get(agent, 0.0))
 
     def _observe(self) -> dict[str, Any]:
-        return {agent: self.env.observe(agent) for agent in self.env.agents}
+        return {agent: self.env.observe(agent) for agent in self._game.agents}
 
     def _infos(self) -> dict[str, Any]:
-        infos = getattr(self.env, "infos", None) or {}
-        return {agent: infos.get(agent) or {} for agent in self.env.agents}
+        infos = getattr(self._game, "infos", None) or {}
+        return {agent: infos.get(agent) or {} for agent in self._game.agents}
 
     def state(self) -> Any:
         return self.env.state()
