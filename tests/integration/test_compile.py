@@ -22,6 +22,7 @@ from shell.export import export_policy
 from shell.runner import Trainer
 
 from .conftest import ROOT
+from .test_distributed import torchrun
 from .test_multiagent import MIXED
 from .test_multiagent import config as multiagent_config
 
@@ -156,3 +157,11 @@ def test_a_run_without_compile_never_imports_dynamo_or_inductor(tmp_path):
             "assert not loaded, loaded\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                    timeout=300)
+
+
+def test_torchrun_two_ranks_with_compile_keep_identical_parameters():
+    """Under torchrun the advantages are normalised over ranks outside the graph and gradients averaged
+    between the compiled backward and the step: the ranks stay identical."""
+    proc = torchrun(str(ROOT / "tests" / "integration" / "dist_worker.py"), "none", "compile")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "IDENTICAL world_size=2" in proc.stdout
