@@ -61,8 +61,9 @@ class PPO:
             self.optimizer.lr = lr
 
     def _adaptive_lr(self, device: torch.device) -> torch.Tensor:
-        """``ppo.desired_kl``: the learning rate as a 0-d float32 tensor on the device, where the KL rule moves it
-        per minibatch without a host synchronisation (a float after a checkpoint's load becomes one again)."""
+        """``ppo.desired_kl`` and ``run.compile``: the learning rate as a 0-d float32 tensor on the device, where
+        the KL rule moves it per minibatch without a host synchronisation and annealing fills it in place (a float
+        after a checkpoint's load becomes one again)."""
         lr = self.optimizer.lr
         if not isinstance(lr, torch.Tensor) or lr.device != device:
             lr = torch.tensor(float(lr), dtype=torch.float32, device=device)
@@ -79,10 +80,13 @@ class PPO:
 
     def _minibatch_loss(self, obs: Any, raw_actions: torch.Tensor, mask: torch.Tensor | None,
                         log_probs: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
-                        returns: torch.Tensor, normalize: bool, draws: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """One feed-forward minibatch ``[B]``: the policy's evaluation of the stored actions, then :meth:`_losses`
-        (the function ``run.compile`` compiles, with a Box head's random ``draws`` made beforehand)."""
-        new_log_prob, entropy, new_value = self.agent.evaluate(obs, raw_actions, self.generator, mask,
+                        returns: torch.Tensor, normalize: bool, generator: torch.Generator | None,
+                        draws: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One feed-forward minibatch ``[B]``: the policy's evaluation of the stored actions, then :meth:`_losses`.
+
+        ``run.compile`` compiles it with ``generator=None`` and a Box head's random ``draws`` made beforehand
+        (dynamo cannot trace a generator, and guarding on one would recompile for every run of a process)."""
+        new_log_prob, entropy, new_value = self.agent.evaluate(obs, raw_actions, generator, mask,
                                                                **self._evaluate_kw,
                                                                **({} if draws is None else {"draws": draws}))
         return self._losses(new_log_prob, entropy, new_value, mask, log_probs, values, advantages, returns, normalize)
@@ -133,7 +137,8 @@ class PPO:
         ``rpo_alpha`` scores the actions under RPO's perturbed mean; ``desired_kl`` moves the
         learning rate (a device tensor) by rsl_rl's rule on each minibatch's approx_kl before its
         step, averaged over ranks; ``value_norm`` first merges the rollout's returns into the
-        policy's statistics and then trains the critic on returns scaled by them.
+        policy's statistics and then trains the critic on returns scaled by them. ``run.compile``
+        (:func:`_compiled`) runs a feed-forward minibatch's loss and the gradient clip compiled.
 
         Returns:
             Mean of each metric over the minibatches run (0-d tensors), plus
@@ -179,10 +184,11 @@ class PPO:
                         draws = self.agent.actor.draws(len(advantages), self.generator, cfg.rpo_alpha,
                                                        advantages.device)
                     loss, stats = compiled["loss"](mb["obs"], mb["raw_actions"], mask, mb["log_probs"],
-                                                   mb["values"], advantages, mb["returns"], norm_inside, draws)
+                                                   mb["values"], advantages, mb["returns"], norm_inside, None, draws)
                 else:
                     loss, stats = self._minibatch_loss(mb["obs"], mb["raw_actions"], mask, mb["log_probs"],
-                                                       mb["values"], mb["advantages"], mb["returns"], cfg.norm_adv)
+                                                       mb["values"], mb["advantages"], mb["returns"], cfg.norm_adv,
+                                                       self.generator)
 
                 if adaptive:  # rsl_rl's rule on this minibatch's KL, before its step, on the device
                     with torch.no_grad():
@@ -222,6 +228,9 @@ class PPO:
         return out
 
 
+REFUSED_WHY = "their valid rows are picked with data-dependent shapes, a new graph per minibatch"
+
+
 @functools.cache
 def _compiler_missing() -> str | None:
     """Why inductor cannot build its CPU kernels here (None: it can), found by its own check for a C++
@@ -256,7 +265,7 @@ def _compiled(ppo: PPO, refused: str | None) -> dict[str, Callable[..., Any]] | 
     never a compiled graph's guards.
     """
     if refused is not None:
-        _warn_once(f"run.compile: {refused} stay eager (compiling them does not pay: bench/BENCHMARKS.md)")
+        _warn_once(f"run.compile: {refused} stay eager ({REFUSED_WHY})")
         return None
     if ppo.params[0].device.type == "cpu":
         missing = _compiler_missing()

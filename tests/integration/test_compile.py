@@ -129,8 +129,8 @@ def test_a_recurrent_policy_stays_eager_with_one_warning_line(tmp_path, capfd, m
     trainer.env.close()
     err = capfd.readouterr().err
     lines = [line for line in err.splitlines() if "run.compile" in line]
-    assert lines == ["warning: run.compile: a recurrent policy's sequence minibatches stay eager (compiling them "
-                     "does not pay: bench/BENCHMARKS.md)"]
+    assert lines == ["warning: run.compile: a recurrent policy's sequence minibatches stay eager "
+                     f"({shell.ppo.REFUSED_WHY})"]
     summary = train(config=config, run_dir=tmp_path / "trained", progress=False).summary
     assert summary["env_steps"] == 128
 
