@@ -47,6 +47,7 @@ def eager_then_compiled(trainer: Trainer) -> tuple[list[dict], list[dict]]:
     results = []
     for mode in ("eager", "compiled"):
         trainer.generator.set_state(generator)
+        before = graphs()
         out = []
         for lane, (weights, optim) in zip(lanes, start, strict=True):
             lane.agent.load_state_dict(weights)
@@ -60,6 +61,7 @@ def eager_then_compiled(trainer: Trainer) -> tuple[list[dict], list[dict]]:
             out.append({"params": {k: v.detach().clone() for k, v in lane.agent.state_dict().items()},
                         "metrics": {k: float(v) for k, v in metrics.items()}})
         results.append(out)
+    assert graphs() > before  # the compiled pass ran compiled (each test here compiles policies of its own)
     return results[0], results[1]
 
 
@@ -88,6 +90,12 @@ def test_a_compiled_update_equals_an_eager_one_and_builds_no_graph_after_warm_up
     # the policy is the plain module: no compile wrapper's prefix in its keys or the checkpoint's
     assert not any("_orig_mod" in key for key in trainer.state_dict()["model"])
     trainer.env.close()
+    # a second run of the config in this process reuses the graphs (a sweep's trials do not recompile)
+    again = Trainer(config, tmp_path / "again", progress=False)
+    again.collect(again.env.reset(seed=0))
+    again.lanes.only.ppo.update(again.lanes.only.storage)
+    assert graphs() == warm
+    again.env.close()
 
 
 def test_compiled_updates_with_masks_and_with_lanes_equal_eager_ones(tmp_path):
