@@ -307,6 +307,10 @@ class RunConfig:
     checkpoint_every: int = _field(10, "Write a checkpoint every this many updates (0 = only at the end).",
                                    _range(0))
     keep_checkpoints: int = _field(3, "Keep this many most recent checkpoints, plus best.pt.", _range(1))
+    compile: bool = _field(False, "torch.compile the update's minibatch loss (forward and backward) and gradient "
+                                  "clip (CPU: needs a C++ compiler, else the run stays eager with one warning "
+                                  "line). Recurrent policies stay eager. Per update 1.4-1.5x on the MuJoCo configs "
+                                  "here, plus 20-60 s of compilation per process (bench/BENCHMARKS.md).")
     torch_threads: int = _field(1, "main.py's torch.set_num_threads (small MLPs are fastest with 1 per process); "
                                    "shell.train leaves threads to its caller.", _range(1))
     loggers: list[str] = _field(["tensorboard"], "Where each update's row goes besides metrics.csv (always "

@@ -66,7 +66,7 @@ class Lane:
         self.ent_coef = config.ppo.ent_coef if config.ppo.ent_coef is not None else default_ent_coef(agent.action_space)
         dist.broadcast_parameters(agent)
         seq_len = (config.policy.seq_len or config.ppo.num_steps) if agent.recurrent else 0
-        self.ppo = PPO(agent, config.ppo, self.ent_coef, generator, dist, seq_len)
+        self.ppo = PPO(agent, config.ppo, self.ent_coef, generator, dist, seq_len, config.run.compile)
         # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
         state = agent.initial_state(1, device)
         # one storage row per env row: a multi-agent env's copies times the lane's agents

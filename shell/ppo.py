@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,7 +28,7 @@ class PPO:
     """
 
     def __init__(self, agent: nn.Module, cfg: PPOConfig, ent_coef: float, generator: torch.Generator | None = None,
-                 dist: Dist | None = None, seq_len: int = 0):
+                 dist: Dist | None = None, seq_len: int = 0, compile: bool = False):
         self.agent = agent
         self.seq_len = seq_len  # recurrent policies: update on sequences of this many steps (0: single steps)
         self.cfg = cfg
@@ -39,6 +42,11 @@ class PPO:
         self.optimizer = Adam(self.params, lr=cfg.learning_rate, eps=cfg.adam_eps)
         #: ``ppo.value_norm``: the policy's running statistics of the returns (None without it)
         self.value_normalizer = getattr(agent, "value_normalizer", None)
+        self._evaluate_kw = {"rpo_alpha": cfg.rpo_alpha} if cfg.rpo_alpha else {}
+        #: ``run.compile``: the minibatch loss and the gradient clip through ``torch.compile`` (None: eager)
+        self.compiled: dict[str, Callable[..., Any]] | None = None
+        if compile:
+            self.compiled = _compiled(self, "a recurrent policy's sequence minibatches" if seq_len else None)
 
     def _minibatches(self, storage: RolloutStorage):
         """Shuffled single steps, or for a recurrent policy shuffled sequences of ``seq_len`` steps."""
@@ -47,11 +55,15 @@ class PPO:
         return storage.minibatches(self.cfg.num_minibatches, self.generator)
 
     def set_learning_rate(self, lr: float) -> None:
-        self.optimizer.lr = lr
+        if self.compiled is not None and isinstance(self.optimizer.lr, torch.Tensor):
+            self.optimizer.lr.fill_(lr)  # the same 0-d tensor: annealing never recompiles
+        else:
+            self.optimizer.lr = lr
 
     def _adaptive_lr(self, device: torch.device) -> torch.Tensor:
-        """``ppo.desired_kl``: the learning rate as a 0-d float32 tensor on the device, where the KL rule moves it
-        per minibatch without a host synchronisation (a float after a checkpoint's load becomes one again)."""
+        """``ppo.desired_kl`` and ``run.compile``: the learning rate as a 0-d float32 tensor on the device, where
+        the KL rule moves it per minibatch without a host synchronisation and annealing fills it in place (a float
+        after a checkpoint's load becomes one again)."""
         lr = self.optimizer.lr
         if not isinstance(lr, torch.Tensor) or lr.device != device:
             lr = torch.tensor(float(lr), dtype=torch.float32, device=device)
@@ -65,6 +77,49 @@ class PPO:
         total = self.dist.all_reduce_sum(torch.stack((advantages.sum(), advantages.square().sum(), count)))
         mean, std = core.mean_std_from_sums(total[0], total[1], total[2])
         return core.normalize_advantages(advantages, mean=mean, std=std)
+
+    def _minibatch_loss(self, obs: Any, raw_actions: torch.Tensor, mask: torch.Tensor | None,
+                        log_probs: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
+                        returns: torch.Tensor, normalize: bool, generator: torch.Generator | None,
+                        draws: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One feed-forward minibatch ``[B]``: the policy's evaluation of the stored actions, then :meth:`_losses`.
+
+        ``run.compile`` compiles it with ``generator=None`` and a Box head's random ``draws`` made beforehand
+        (dynamo cannot trace a generator, and guarding on one would recompile for every run of a process)."""
+        new_log_prob, entropy, new_value = self.agent.evaluate(obs, raw_actions, generator, mask,
+                                                               **self._evaluate_kw,
+                                                               **({} if draws is None else {"draws": draws}))
+        return self._losses(new_log_prob, entropy, new_value, mask, log_probs, values, advantages, returns, normalize)
+
+    def _losses(self, new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch.Tensor,
+                mask: torch.Tensor | None, log_probs: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
+                returns: torch.Tensor, normalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The PPO loss of one minibatch (all ``[B]``) and its detached metrics
+        ``[policy_loss, value_loss, entropy, approx_kl, clipfrac]``."""
+        cfg = self.cfg
+        if normalize:
+            advantages = self._normalize(advantages)
+        pg_loss = core.clip_loss(new_log_prob, log_probs, advantages, cfg.clip_coef)
+        value_norm = self.value_normalizer
+        if value_norm is not None:  # the head's units; old values scaled as the targets are (MAPPO's way)
+            returns, values = value_norm.normalize(returns), value_norm.normalize(values)
+        v_loss = core.value_loss(new_value, returns, values, cfg.clip_coef if cfg.clip_vloss else None)
+        entropy_mean = entropy.mean()
+        bonus = entropy_mean
+        if mask is not None and self.per_state_entropy:
+            # ent_coef * w(s) * H(s) = 0.01 * H(s) / sum_k ln n_legal,k(s); w = 1.0 exactly where all is
+            # legal, so an all-true mask gives the unmasked loss bit for bit
+            bonus = (entropy * self.agent.entropy_weight(mask)).mean()
+        loss = pg_loss + cfg.vf_coef * v_loss - self.ent_coef * bonus
+        with torch.no_grad():
+            kl = core.approx_kl(new_log_prob, log_probs)
+            clipfrac = core.clip_fraction(new_log_prob, log_probs, cfg.clip_coef)
+            stats = torch.stack((pg_loss.detach(), v_loss.detach(), entropy_mean.detach(), kl, clipfrac))
+        return loss, stats
+
+    def _clip_gradients(self) -> torch.Tensor:
+        """Clip the gradients to a global norm of ``max_grad_norm``; the norm before clipping (0-d)."""
+        return nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm, foreach=True)
 
     def update(self, storage: RolloutStorage, poll: Callable[[], None] | None = None) -> dict[str, torch.Tensor]:
         """Run ``update_epochs`` passes of minibatch SGD over the rollout.
@@ -82,7 +137,8 @@ class PPO:
         ``rpo_alpha`` scores the actions under RPO's perturbed mean; ``desired_kl`` moves the
         learning rate (a device tensor) by rsl_rl's rule on each minibatch's approx_kl before its
         step, averaged over ranks; ``value_norm`` first merges the rollout's returns into the
-        policy's statistics and then trains the critic on returns scaled by them.
+        policy's statistics and then trains the critic on returns scaled by them. ``run.compile``
+        (:func:`_compiled`) runs a feed-forward minibatch's loss and the gradient clip compiled.
 
         Returns:
             Mean of each metric over the minibatches run (0-d tensors), plus
@@ -93,11 +149,15 @@ class PPO:
         sums = torch.zeros(len(METRICS), device=storage.values.device)
         count = 0
         epochs = 0
-        value_norm = self.value_normalizer
-        if value_norm is not None:  # this rollout's returns join the statistics the critic's targets are scaled by
-            value_norm.update(storage.valid_values_and_returns()[1], self.dist)
-        evaluate_kw = {"rpo_alpha": cfg.rpo_alpha} if cfg.rpo_alpha else {}
+        if self.value_normalizer is not None:  # this rollout's returns join the statistics the critic's targets
+            self.value_normalizer.update(storage.valid_values_and_returns()[1], self.dist)  # are scaled by
         adaptive = cfg.desired_kl is not None
+        compiled = self.compiled
+        # advantages are normalised inside the (compiled) loss, except under torchrun, whose statistics need a
+        # collective that stays outside a compiled graph
+        norm_inside = cfg.norm_adv and not (compiled is not None and self.dist.enabled)
+        if compiled is not None:
+            self._adaptive_lr(sums.device)  # the rate as a device tensor, read by the optimiser's step
         for _ in range(cfg.update_epochs):
             epoch_kl = torch.zeros((), device=sums.device)
             n_mb = 0
@@ -106,35 +166,33 @@ class PPO:
                 if self.seq_len:
                     new_log_prob, entropy, new_value = self.agent.evaluate_sequences(
                         mb["obs"], mb["raw_actions"], mb["states"], mb["episode_starts"], self.generator, mask,
-                        **evaluate_kw)
+                        **self._evaluate_kw)
                     keep = mb["valid"]  # rows that are not valid stay in their sequence, out of the losses
                     if not self.dist.enabled and not keep.any():  # sequences of agents that were all absent
                         continue
                     new_log_prob, entropy, new_value = new_log_prob[keep], entropy[keep], new_value[keep]
                     mask = None if mask is None else mask.flatten(0, 1)[keep]
                     mb = {k: mb[k][keep] for k in ("log_probs", "values", "advantages", "returns")}
+                    loss, stats = self._losses(new_log_prob, entropy, new_value, mask, mb["log_probs"], mb["values"],
+                                               mb["advantages"], mb["returns"], cfg.norm_adv)
+                elif compiled is not None:
+                    advantages = mb["advantages"]
+                    if cfg.norm_adv and not norm_inside:
+                        advantages = self._normalize(advantages)
+                    draws = None  # a Box head's noise, drawn here from the generator in the order evaluate draws it
+                    if hasattr(self.agent.actor, "draws"):
+                        draws = self.agent.actor.draws(len(advantages), self.generator, cfg.rpo_alpha,
+                                                       advantages.device)
+                    loss, stats = compiled["loss"](mb["obs"], mb["raw_actions"], mask, mb["log_probs"],
+                                                   mb["values"], advantages, mb["returns"], norm_inside, None, draws)
                 else:
-                    new_log_prob, entropy, new_value = self.agent.evaluate(mb["obs"], mb["raw_actions"],
-                                                                           self.generator, mask, **evaluate_kw)
-                mb_advantages = mb["advantages"]
-                if cfg.norm_adv:
-                    mb_advantages = self._normalize(mb_advantages)
-                pg_loss = core.clip_loss(new_log_prob, mb["log_probs"], mb_advantages, cfg.clip_coef)
-                returns, old_values = mb["returns"], mb["values"]
-                if value_norm is not None:  # the head's units; old values scaled as the targets are (MAPPO's way)
-                    returns, old_values = value_norm.normalize(returns), value_norm.normalize(old_values)
-                v_loss = core.value_loss(new_value, returns, old_values, cfg.clip_coef if cfg.clip_vloss else None)
-                entropy_mean = entropy.mean()
-                bonus = entropy_mean
-                if mask is not None and self.per_state_entropy:
-                    # ent_coef * w(s) * H(s) = 0.01 * H(s) / sum_k ln n_legal,k(s); w = 1.0 exactly where all is
-                    # legal, so an all-true mask gives the unmasked loss bit for bit
-                    bonus = (entropy * self.agent.entropy_weight(mask)).mean()
-                loss = pg_loss + cfg.vf_coef * v_loss - self.ent_coef * bonus
+                    loss, stats = self._minibatch_loss(mb["obs"], mb["raw_actions"], mask, mb["log_probs"],
+                                                       mb["values"], mb["advantages"], mb["returns"], cfg.norm_adv,
+                                                       self.generator)
 
                 if adaptive:  # rsl_rl's rule on this minibatch's KL, before its step, on the device
                     with torch.no_grad():
-                        mb_kl = core.approx_kl(new_log_prob, mb["log_probs"])
+                        mb_kl = stats[3]
                         if self.dist.enabled:
                             mb_kl = self.dist.all_reduce_sum(mb_kl.clone()) / self.dist.world_size
                         self.optimizer.lr = core.adaptive_learning_rate(self._adaptive_lr(mb_kl.device), mb_kl,
@@ -142,14 +200,15 @@ class PPO:
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.dist.average_gradients(self.params)
-                grad_norm = nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
+                if compiled is not None:
+                    grad_norm = compiled["clip"]()
+                else:
+                    grad_norm = self._clip_gradients()
                 self.optimizer.step()
 
                 with torch.no_grad():
-                    kl = core.approx_kl(new_log_prob, mb["log_probs"])
-                    clipfrac = core.clip_fraction(new_log_prob, mb["log_probs"], cfg.clip_coef)
-                    sums += torch.stack((pg_loss, v_loss, entropy_mean, kl, clipfrac, grad_norm))
-                    epoch_kl += kl
+                    sums += torch.cat((stats, grad_norm.reshape(1)))
+                    epoch_kl += stats[3]
                 n_mb += 1
                 if poll is not None:
                     poll()
@@ -167,3 +226,50 @@ class PPO:
         if adaptive:
             out["learning_rate"] = self._adaptive_lr(sums.device).detach().clone()  # where the KL rule left it
         return out
+
+
+REFUSED_WHY = "their valid rows are picked with data-dependent shapes, a new graph per minibatch"
+
+
+@functools.cache
+def _compiler_missing() -> str | None:
+    """Why inductor cannot build its CPU kernels here (None: it can), found by its own check for a C++
+    compiler (``torch._inductor.cpp_builder.get_cpp_compiler``, which honours ``CXX``); asked once per process."""
+    try:
+        from torch._inductor import cpp_builder
+        cpp_builder.get_cpp_compiler()
+    except Exception as exc:  # InvalidCxxCompiler, or an inductor that cannot even be imported
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no C++ compiler found'}"
+    return None
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """One line on stderr, once per process and message (every lane of a run asks the same)."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def _compiled(ppo: PPO, refused: str | None) -> dict[str, Callable[..., Any]] | None:
+    """``run.compile``'s functions for ``ppo``: ``loss`` (:meth:`PPO._minibatch_loss`: the policy's forward,
+    the losses and, through AOTAutograd, their backward) and ``clip`` (:meth:`PPO._clip_gradients`), each
+    through ``torch.compile``; None, after one warning line, where the update stays eager: ``refused`` (the
+    reason compile does not serve this update), or no C++ compiler for inductor's CPU kernels.
+
+    ``torch`` is imported with compile's machinery only here, so a run without ``run.compile`` never loads
+    ``torch._dynamo`` or ``torch._inductor``. The optimiser step stays eager: torch marks its fused Adam
+    kernel ``torch.compiler.disable``; its learning rate is a device tensor, so annealing changes a value and
+    never a compiled graph's guards.
+    """
+    if refused is not None:
+        _warn_once(f"run.compile: {refused} stay eager ({REFUSED_WHY})")
+        return None
+    if ppo.params[0].device.type == "cpu":
+        missing = _compiler_missing()
+        if missing is not None:
+            _warn_once(f"run.compile: no C++ compiler for torch.compile ({missing}); the update runs eager")
+            return None
+    return {"loss": torch.compile(ppo._minibatch_loss), "clip": torch.compile(ppo._clip_gradients)}

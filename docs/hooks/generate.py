@@ -280,7 +280,7 @@ GENERATED = re.compile(r"^<!-- generated:(?P<name>[\w:-]+) -->\n(?P<body>.*?)^<!
 #: What each extra of pyproject.toml is for; a new extra needs a line here (the test of the extras table says so).
 EXTRA_USES = {
     "box2d": "LunarLander",
-    "mujoco": "HalfCheetah, Hopper, Walker2d",
+    "mujoco": "HalfCheetah, Hopper, Walker2d, Ant, Humanoid",
     "atari": "[Pixels and Atari](guides/pixels-atari.md) (ale-py has the ROMs)",
     "minigrid": "[MiniGrid](guides/minigrid-dict.md)",
     "multiagent": "[Several agents](guides/multi-agent.md): PettingZoo's Parallel API and the MPE tasks",

@@ -200,18 +200,20 @@ class ActorCritic(nn.Module):
         return self.actor.log_prob(actor, raw_action, **_mask_kw(action_mask)), self._value(critic)
 
     def evaluate(self, obs: Obs, raw_action: torch.Tensor, generator: torch.Generator | None = None,
-                 action_mask: torch.Tensor | None = None,
-                 rpo_alpha: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 action_mask: torch.Tensor | None = None, rpo_alpha: float = 0.0,
+                 draws: tuple[torch.Tensor | None, torch.Tensor] | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Minibatch observations ``[B, ...]``, stored raw actions -> ``(log_prob [B], entropy [B], value [B])``.
 
         Raw actions are ``[B, F]`` float (the free Box components), ``[B]`` or ``[B, K]`` long, ``[B, n]``
         long bits; each is scored under its stored ``action_mask [B, A]`` when given. ``rpo_alpha > 0``
         (a Box head only) scores them under RPO's perturbed mean (:meth:`SquashedGaussianActor.evaluate`).
         The value is the critic head's own output: in the normaliser's units with ``ppo.value_norm``.
+        ``draws``: a Box head's random draws made beforehand (:meth:`SquashedGaussianActor.draws`).
         """
         actor, critic = self._features(obs)
         log_prob, entropy = self.actor.evaluate(actor, raw_action, generator, **_mask_kw(action_mask),
-                                                **_rpo_kw(rpo_alpha))
+                                                **_rpo_kw(rpo_alpha), **({} if draws is None else {"draws": draws}))
         return log_prob, entropy, self.critic(critic).squeeze(-1)
 
     # ------------------------------------------------------------------ recurrent policies

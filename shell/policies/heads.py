@@ -145,8 +145,19 @@ class SquashedGaussianActor(nn.Module):
         mean, std = self.distribution(features)
         return core.squashed_log_prob(raw_action, mean, std, self.action_scale)
 
+    def draws(self, batch: int, generator: torch.Generator | None = None, rpo_alpha: float = 0.0,
+              device: torch.device | None = None) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The random draws :meth:`evaluate` makes for ``batch`` rows, in its order and from the same stream:
+        RPO's uniform ``[B, F]`` (None at ``rpo_alpha = 0``), then the entropy's standard normal ``[B, F]``, in
+        the network's dtype. Handed back as ``evaluate(..., draws=...)`` they give its result bit for bit; a
+        compiled update draws them outside its graph (``run.compile``: dynamo cannot trace a generator)."""
+        shape, dtype = (batch, self.action_size), self.raw_action_dtype
+        device = device if device is not None else self.net[-1].weight.device
+        uniform = torch.rand(shape, generator=generator, device=device, dtype=dtype) if rpo_alpha else None
+        return uniform, torch.randn(shape, generator=generator, device=device, dtype=dtype)
+
     def evaluate(self, features: torch.Tensor, raw_action: torch.Tensor, generator: torch.Generator | None = None,
-                 rpo_alpha: float = 0.0):
+                 rpo_alpha: float = 0.0, draws: tuple[torch.Tensor | None, torch.Tensor] | None = None):
         """Return ``(log_prob [B], entropy [B])`` of stored raw actions ``[B, F]`` under the current policy.
 
         The entropy is core.squashed_entropy's one-sample reparameterised estimate, over the
@@ -156,16 +167,19 @@ class SquashedGaussianActor(nn.Module):
         ``U(-alpha, alpha)`` per component (core.rpo_mean, drawn from ``generator`` before the
         entropy's noise), and both the log-prob and the entropy are the perturbed Gaussian's. The
         noise goes on the pre-squash mean, where the stored raw action lives. At 0 nothing is drawn.
+        ``draws`` (:meth:`draws`, made beforehand) replace both draws from ``generator``.
 
         Raises:
             ValueError: if ``raw_action`` is not floating point or does not match ``[B, F]``.
         """
         mean, std = self.distribution(features)
         if rpo_alpha:
-            uniform = torch.rand(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+            uniform = torch.rand(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype) \
+                if draws is None else draws[0]
             mean = core.rpo_mean(mean, uniform, rpo_alpha)
         log_prob = core.squashed_log_prob(raw_action, mean, std, self.action_scale)
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype) \
+            if draws is None else draws[1]
         return log_prob, core.squashed_entropy(mean, std.expand_as(mean), noise, self.action_scale)
 
 

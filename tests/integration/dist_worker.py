@@ -1,4 +1,6 @@
-"""Run by torchrun from test_distributed.py: one PPO update per rank, then compare parameters across ranks."""
+"""Run by torchrun from test_distributed.py: one PPO update per rank, then compare parameters across ranks.
+
+Arguments: the recurrent core ("none", "lstm"), and "compile" for ``run.compile`` (test_compile.py)."""
 
 import hashlib
 import os
@@ -16,11 +18,13 @@ from shell.runner import Trainer
 
 def main() -> None:
     d, _ = init_distributed("cpu")
+    run = {"device": "cpu", "eval_episodes": 0, "compile": sys.argv[2:3] == ["compile"]}
     cfg = config_from_dict({"env": {"id": "CartPole-v1", "num_envs": 4, "normalize_obs": True,
                                     "normalize_reward": True}, "ppo": {"num_steps": 64,
-                            "num_minibatches": 4, "update_epochs": 2}, "run": {"device": "cpu", "eval_episodes": 0},
+                            "num_minibatches": 4, "update_epochs": 2}, "run": run,
                             "policy": {"recurrent": sys.argv[1] if len(sys.argv) > 1 else "none", "seq_len": 16}})
     trainer = Trainer(cfg, Path(tempfile.mkdtemp()), d)
+    assert (trainer.lanes.only.ppo.compiled is not None) == cfg.run.compile
     obs = trainer.env.reset(seed=cfg.run.seed + cfg.env.num_envs * d.rank)
     before = torch.cat([p.detach().flatten() for p in trainer.agent.parameters()])
     _, episodes = trainer.collect(obs)
