@@ -1,6 +1,6 @@
 """Run by torchrun from test_distributed.py: one PPO update per rank, then compare parameters across ranks.
 
-Arguments: the recurrent core ("none", "lstm"), and "compile" for ``run.compile`` (test_compile.py)."""
+Arguments: the recurrent core ("none", "lstm"), and "compile" for ``run.compile``."""
 
 import hashlib
 import os

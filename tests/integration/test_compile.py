@@ -3,7 +3,8 @@
 A compiled update must equal an eager one from identical inputs within a float tolerance (whole runs
 diverge after the first differing bit), build no graph after its warm-up (the learning rate is a
 tensor), leave checkpoints without ``_orig_mod.``, resume and export; a recurrent policy and a machine
-without a C++ compiler stay eager with one warning line; a run without it never imports dynamo."""
+without a C++ compiler stay eager with one warning line; a run without it never imports dynamo. Under torchrun:
+test_distributed.py's ``compile`` case."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from shell.export import export_policy
 from shell.runner import Trainer
 
 from .conftest import ROOT
-from .test_distributed import torchrun
 from .test_multiagent import MIXED
 from .test_multiagent import config as multiagent_config
 
@@ -165,11 +165,3 @@ def test_a_run_without_compile_never_imports_dynamo_or_inductor(tmp_path):
             "assert not loaded, loaded\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                    timeout=300)
-
-
-def test_torchrun_two_ranks_with_compile_keep_identical_parameters():
-    """Under torchrun the advantages are normalised over ranks outside the graph and gradients averaged
-    between the compiled backward and the step: the ranks stay identical."""
-    proc = torchrun(str(ROOT / "tests" / "integration" / "dist_worker.py"), "none", "compile")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "IDENTICAL world_size=2" in proc.stdout

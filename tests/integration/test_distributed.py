@@ -23,9 +23,12 @@ def torchrun(*args: str, cwd=ROOT, timeout: float = 300) -> subprocess.Completed
                            *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
 
 
-@pytest.mark.parametrize("recurrent", ["none", "lstm"])
-def test_parameters_identical_across_ranks_after_an_update(recurrent):
-    proc = torchrun(str(ROOT / "tests" / "integration" / "dist_worker.py"), recurrent)
+@pytest.mark.parametrize("variant", [("lstm",), ("none", "compile")], ids=["lstm", "compile"])
+def test_parameters_identical_across_ranks_after_an_update(variant):
+    """A recurrent update, and a compiled one (advantages normalised over ranks outside the graph, gradients
+    averaged between the compiled backward and the step). The feed-forward eager update is the two-node test's
+    one-node run below."""
+    proc = torchrun(str(ROOT / "tests" / "integration" / "dist_worker.py"), *variant)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "IDENTICAL world_size=2" in proc.stdout
 
