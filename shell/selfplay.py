@@ -170,8 +170,8 @@ class SnapshotPool:
         return torch.as_tensor(mine.reshape(-1), device=self.device)
 
     def act(self, obs: Any, actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """``[E * S]`` the learner's ``actions`` in its rows, each snapshot's sampled move in the rows it plays
-        (under ``mask [E * S, A]``)."""
+        """``[E * S]`` (``[E * S, K]`` for K-part moves) the learner's ``actions`` in its rows, each snapshot's
+        sampled move in the rows it plays (under ``mask [E * S, A]``)."""
         S = len(self.seats)
         rows_of = np.repeat(self.opponent, S)
         learner = self.learner_rows.cpu().numpy()
@@ -183,6 +183,7 @@ class SnapshotPool:
                 player = self.snapshots[int(k)]
                 theirs = player.act(obs, deterministic=False, generator=self.generator, action_mask=mask)
             rows = torch.as_tensor((rows_of == k) & ~learner, device=actions.device)
+            rows = rows.view(-1, *[1] * (actions.dim() - 1))  # over each row's components ([E * S, K] actions)
             out = torch.where(rows, theirs.to(actions.dtype), out)
         return out
 

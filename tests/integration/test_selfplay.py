@@ -211,3 +211,22 @@ def test_a_parallel_env_is_refused(tmp_path):
         assert "serves turn-based games" in str(exc) and "\n" not in str(exc)
     else:
         raise AssertionError("not refused")
+
+
+def test_random_prob_on_moves_that_are_not_one_discrete_choice_is_refused_and_a_pool_still_plays(tmp_path, capsys):
+    paired = "tests.integration.turn_games:paired"  # MultiDiscrete([3, 2]) moves
+    try:
+        train(config=config(**{"env.id": paired, "selfplay.random_prob": 0.5}), run_dir=tmp_path / "run",
+              progress=False)
+    except ConfigError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("not refused")
+    assert "\n" not in message and "MultiDiscrete" in message
+    code = main(["--config", "tictactoe", "--run-dir", str(tmp_path / "cli"), "--set", f"env.id={paired}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"error: {message}"]
+    # the same game with a pool of snapshots and no random opponents trains: the refusal is random_prob's
+    result = train(config=config(**{**POOL, "env.id": paired, "env.num_envs": 2, "run.total_timesteps": 40}),
+                   run_dir=tmp_path / "pool", progress=False)
+    assert result.summary["env_steps"] >= 40 and result.summary["updates"] >= 2

@@ -112,3 +112,24 @@ class LopsidedDuel(Duel):
 
 def lopsided(**kwargs) -> LopsidedDuel:
     return LopsidedDuel(**kwargs)
+
+
+class PairedDuel(Duel):
+    """:class:`Duel` whose move is two choices at once (``MultiDiscrete([3, 2])``; the first is the move, the
+    second ignored) and whose observation carries no mask: not one Discrete choice."""
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return spaces.Box(-1.0, 10.0, (3,), np.float32)
+
+    def action_space(self, agent: str) -> spaces.MultiDiscrete:
+        return spaces.MultiDiscrete([3, 2])
+
+    def observe(self, agent: str) -> np.ndarray:
+        return super().observe(agent)["observation"]
+
+    def step(self, action) -> None:
+        super().step(None if action is None else 1 + int(np.asarray(action)[1]))
+
+
+def paired(**kwargs) -> PairedDuel:
+    return PairedDuel(**kwargs)
