@@ -27,8 +27,16 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from tests.fuzz.fuzz_envs import (MASK_KEY, FuzzEnvFault, FuzzIllegalAction, components, draw, mask_size,
-                                  space_from_spec, with_nan)
+from tests.fuzz.fuzz_envs import (
+    MASK_KEY,
+    FuzzEnvFault,
+    FuzzIllegalAction,
+    components,
+    draw,
+    mask_size,
+    space_from_spec,
+    with_nan,
+)
 
 
 class FuzzAgents(ParallelEnv):
