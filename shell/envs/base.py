@@ -257,6 +257,19 @@ def refuse_wrappers(cfg: EnvConfig) -> None:
         raise ConfigError(f"env.wrappers need env.backend = 'gymnasium', not {cfg.backend!r}")
 
 
+def refuse_gymnasium_settings(cfg: EnvConfig) -> None:
+    """For the multi-agent backends: the settings that only gymnasium envs take.
+
+    Raises:
+        ConfigError: ``env.wrappers``, ``env.atari`` / ``env.terminal_on_life_loss`` or ``env.obs_keys`` is set.
+    """
+    refuse_wrappers(cfg)
+    if cfg.atari or cfg.terminal_on_life_loss:
+        raise ConfigError(f"env.atari and env.terminal_on_life_loss need a gymnasium backend, not {cfg.backend!r}")
+    if cfg.obs_keys is not None:
+        raise ConfigError(f"env.obs_keys is for gymnasium Dict observations; env.backend = {cfg.backend!r} takes none")
+
+
 def source_name(source: Any) -> str:
     """The name messages give a user's env factory or ready vector env: its ``__name__`` (a
     ``functools.partial``'s function's), else its type's name."""

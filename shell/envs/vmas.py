@@ -51,7 +51,15 @@ import torch
 from gymnasium import spaces
 
 from shell.config import EnvConfig, PolicyConfig
-from shell.envs.base import LaneSpec, Rows, StepResult, check_action_space, no_sub_envs, source_name
+from shell.envs.base import (
+    LaneSpec,
+    Rows,
+    StepResult,
+    check_action_space,
+    no_sub_envs,
+    refuse_gymnasium_settings,
+    source_name,
+)
 from shell.envs.groups import check_groups, default_groups
 from shell.errors import ConfigError, TrainingError, clipped, first_line
 from shell.installation import install_hint
@@ -93,12 +101,7 @@ def check_config(cfg: EnvConfig) -> None:
             ``env.obs_keys``, ``env.vectorization_mode = "async"``, an action mask asked for, or an ``env.kwargs``
             key of :data:`OWN_KEYS` (one line each).
     """
-    if cfg.wrappers:
-        raise ConfigError("env.wrappers need env.backend = 'gymnasium', not 'vmas'")
-    if cfg.atari or cfg.terminal_on_life_loss:
-        raise ConfigError("env.atari and env.terminal_on_life_loss need a gymnasium backend, not 'vmas'")
-    if cfg.obs_keys is not None:
-        raise ConfigError("env.obs_keys is for gymnasium Dict observations; env.backend = 'vmas' takes none")
+    refuse_gymnasium_settings(cfg)
     if cfg.vectorization_mode != "sync":
         raise ConfigError("env.vectorization_mode = 'async' does not apply to env.backend = 'vmas': its worlds are "
                           "one batch of tensors on the run's device (leave it at 'sync')")

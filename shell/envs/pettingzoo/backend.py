@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from shell.config import EnvConfig, PolicyConfig
-from shell.envs.base import source_name
+from shell.envs.base import refuse_gymnasium_settings, source_name
 from shell.envs.pettingzoo.copies import AsyncCopies, SyncCopies, make_copy
 from shell.envs.pettingzoo.groups import check_parallel
 from shell.envs.pettingzoo.turns import TurnGame, is_turn_based
@@ -30,12 +30,7 @@ def check_config(cfg: EnvConfig) -> None:
     Raises:
         ConfigError: ``env.wrappers``, ``env.atari`` or ``env.obs_keys``.
     """
-    if cfg.wrappers:
-        raise ConfigError("env.wrappers need env.backend = 'gymnasium', not 'pettingzoo'")
-    if cfg.atari or cfg.terminal_on_life_loss:
-        raise ConfigError("env.atari and env.terminal_on_life_loss need a gymnasium backend, not 'pettingzoo'")
-    if cfg.obs_keys is not None:
-        raise ConfigError("env.obs_keys is for gymnasium Dict observations; env.backend = 'pettingzoo' takes none")
+    refuse_gymnasium_settings(cfg)
 
 
 def eval_config(cfg: EnvConfig) -> EnvConfig:
