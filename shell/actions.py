@@ -100,8 +100,8 @@ def box_action_layout(space: spaces.Box) -> BoxActionLayout:
     """
     kind = space.dtype.kind
     if kind == "b":
-        raise ConfigError(f"unsupported action space {space_text(space)}: a bool Box is not served by the Gaussian "
-                          "policy; declare the switches as MultiDiscrete([2, ...]) instead")
+        raise ConfigError(f"unsupported action space {space_text(space)}: a bool Box; declare the switches as "
+                          "MultiDiscrete([2, ...]) instead")
     if kind not in "iuf":
         raise ConfigError(f"unsupported action space {space_text(space)}: Box dtype {space.dtype} is neither float "
                           "nor integer")

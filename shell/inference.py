@@ -32,7 +32,7 @@ from shell.config import Config, config_from_saved
 from shell.devices import resolve_device
 from shell.envs import make_lanes
 from shell.envs.masks import MASK_KEY, MaskError, check_mask, require_mask
-from shell.errors import ConfigError, space_text
+from shell.errors import ConfigError, clipped, space_text
 from shell.observations import ACTOR_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
 from shell.policies import ActorCritic, lane_spaces, lanes_policy
 
@@ -134,8 +134,8 @@ def load_weights(agent: ActorCritic, state: dict[str, Any]) -> None:
         for what, saved, have in zip(("observation", "action"), stored,
                                      (agent.observation_space, agent.action_space), strict=True):
             if saved != have:
-                raise ConfigError(f"the env's {what} space {space_text(have)} differs from the checkpoint's "
-                                  f"{space_text(saved)}; use the env the run was trained on")
+                raise ConfigError(f"the env's {what} space {space_text(have, 48)} differs from the checkpoint's "
+                                  f"{space_text(saved, 48)}; use the run's own env")
     agent.load_state_dict(state["model"])
 
 
@@ -419,6 +419,25 @@ class AgentsPolicy:
     def recurrent(self) -> bool:
         return any(p.recurrent for p in self.policies.values())
 
+    @staticmethod
+    def _group_mask(group: str, names: list[str], action_mask: dict[str, Any] | None) -> np.ndarray | None:
+        """``[n, A]`` the masks of a group's agents ``names``, or None where ``action_mask`` has none of them (a
+        group of Box actions takes none; a masked group's policy then refuses the missing mask itself).
+
+        Raises:
+            ValueError: ``action_mask`` holds the masks of some of the group's agents and not of others.
+        """
+        if action_mask is None:
+            return None
+        given = [a for a in names if a in action_mask]
+        if not given:
+            return None
+        if len(given) < len(names):
+            missing = clipped([a for a in names if a not in action_mask], 60)
+            raise ValueError(f"action_mask gives masks for some agents of group {clipped(group, 20)!r} and not for "
+                             f"{missing}: give every acting agent of a group its mask, or none")
+        return np.stack([np.asarray(action_mask[a]) for a in names])
+
     def reset(self) -> None:
         """Start a new episode: every agent's recurrent state restarts (a no-op for feed-forward policies)."""
         for policy in self.policies.values():
@@ -434,7 +453,8 @@ class AgentsPolicy:
 
         Raises:
             ValueError: ``obs`` is not a dict of agents, an agent this policy does not know; a masked policy
-                without masks (see :class:`Policy`).
+                without masks (see :class:`Policy`); masks for some agents of a group and not for the others.
+                A group of Box actions needs no entry in ``action_mask``.
         """
         return self._act(obs, True, action_mask)
 
@@ -452,7 +472,7 @@ class AgentsPolicy:
                 continue
             policy = self.policies[group]
             batch = self._view(group, names, [obs[a] for a in names])
-            mask = None if action_mask is None else np.stack([np.asarray(action_mask[a]) for a in names])
+            mask = self._group_mask(group, names, action_mask)
             if policy.recurrent and len(names) < len(members):
                 # each agent keeps its group's row of the state: the rows of the agents present step, the
                 # others keep their state (and their episode start) untouched

@@ -16,7 +16,7 @@ key order. :func:`map_obs` applies one function to either.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.errors import ConfigError, space_text
+from shell.errors import ConfigError, clipped, space_text
 
 Obs = torch.Tensor | dict[str, torch.Tensor]
 
@@ -72,7 +72,7 @@ class ObsLayout(NamedTuple):
         return sum(p.shape[0] for p in self.parts.values() if p.kind == "flat")
 
 
-SUPPORTED = "Box (vectors of any shape; rank 3 = an image), Discrete, or a Dict of those"
+SUPPORTED = "Box (any shape; rank 3 = an image), Discrete, or a Dict of those"
 
 
 def _part(space: gym.Space) -> ObsPart | None:
@@ -116,16 +116,15 @@ def agent_view(own: Any, ids: np.ndarray | None, critic: np.ndarray | None) -> A
     return view if critic is None else {ACTOR_KEY: view, CRITIC_KEY: critic}
 
 
-def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLayout:
+def obs_layout(space: gym.Space) -> ObsLayout:
     """Check an observation space and lay out its parts.
 
     Args:
         space: the single (per sub-env) observation space, after any ``FilterObservation``.
-        obs_keys: the ``env.obs_keys`` setting, only quoted in error messages.
 
     Raises:
-        ConfigError: one line naming the space, or for a Dict the key, its space and
-            ``env.obs_keys``, when a part cannot be encoded (Text, Tuple, a custom space such as
+        ConfigError: one line naming the space, or for a Dict the key, its space and the
+            ``env.obs_keys`` to set, when a part cannot be encoded (Text, Tuple, a custom space such as
             MiniGrid's ``mission``, a nested Dict).
     """
     if isinstance(space, spaces.Dict):
@@ -133,18 +132,16 @@ def obs_layout(space: gym.Space, obs_keys: Sequence[str] | None = None) -> ObsLa
         for key, sub in space.spaces.items():
             part = _part(sub)
             if part is None:
-                keys = f"env.obs_keys = {list(obs_keys)!r}" if obs_keys is not None else "env.obs_keys is not set"
-                raise ConfigError(f"observation key {key!r} has a space that cannot be encoded: "
-                                  f"{space_text(sub, 48)}; {keys}: list the keys to keep, e.g. "
-                                  f"env.obs_keys = {[k for k, s in space.spaces.items() if _part(s)]!r}")
+                keep = [k for k, s in space.spaces.items() if _part(s)]
+                raise ConfigError(f"observation key {clipped(repr(key), 20)} has a space that cannot be encoded: "
+                                  f"{space_text(sub, 48)}; set env.obs_keys = {clipped(keep, 30)}")
             parts[key] = part
         if not parts:
             raise ConfigError(f"unsupported observation space {space_text(space)}: an empty Dict")
         return ObsLayout(parts)
     part = _part(space)
     if part is None:
-        raise ConfigError(f"unsupported observation space {type(space).__name__}: {space_text(space)}; supported: "
-                          f"{SUPPORTED}")
+        raise ConfigError(f"unsupported observation space {space_text(space)}; supported: {SUPPORTED}")
     return ObsLayout({None: part})
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from shell.errors import ConfigError, space_text
+from shell.errors import ConfigError, clipped, space_text
 
 
 def default_groups(agents: list[str], obs_space: Callable[[str], Any],
@@ -53,9 +53,10 @@ def check_groups(groups: dict[str, list[str]], agents: list[str], obs_space: Cal
         for agent in members[1:]:
             for what, space in (("observation", obs_space), ("action", act_space)):
                 if repr(space(agent)) != repr(space(first)):
-                    raise ConfigError(f"env.groups.{group}: {agent!r} and {first!r} have different {what} spaces "
-                                      f"({space_text(space(agent))} and {space_text(space(first))}); one policy "
-                                      "serves one set of spaces")
+                    theirs, mine = space_text(space(agent), 32), space_text(space(first), 32)
+                    raise ConfigError(f"env.groups.{clipped(group, 16)}: {clipped(repr(agent), 16)} and "
+                                      f"{clipped(repr(first), 16)} differ in {what} space ({theirs} vs {mine}); "
+                                      "split them")
     missing = [a for a in agents if a not in seen]
     if missing:
         raise ConfigError(f"env.groups leave out {missing}; every agent of env {name!r} needs a group")

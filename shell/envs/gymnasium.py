@@ -405,7 +405,7 @@ class GymVecEnv:
                                                     vector_env=vector_env)
             if self.mask_source == "obs":
                 self.observation_space = masks.without_mask_key(self.observation_space)
-            self.layout = obs_layout(self.observation_space, cfg.obs_keys)
+            self.layout = obs_layout(self.observation_space)
             check_action_space(self.action_space)
         except masks.MaskError as exc:
             self.env.close()

@@ -164,7 +164,7 @@ def resolve_source(setting: str, action_space: spaces.Space, observation_space: 
     if setting == "obs" and not has_mask_key(observation_space):
         near = _near_key(_subspaces(observation_space), action_space)
         raise MaskError(f"env.action_mask = 'obs' needs a Dict observation with key {MASK_KEY!r}; {observation} "
-                        f"is {space_text(observation_space)}{_did_you_mean(near)}")
+                        f"is {space_text(observation_space, 40)}{_did_you_mean(near)}")
     if setting == "method" and not (vector_env is not None and has_method(vector_env)):
         near = _near_method(vector_env)
         raise MaskError(f"env.action_mask = 'method' needs an {METHOD}() method on the env; it has none"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,10 +111,10 @@ LONG_BOX = spaces.Box(np.array([-np.inf, -1000.0, 0.0, -0.1]), np.array([np.inf,
 
 
 @pytest.mark.parametrize(("check", "space", "start"), [
-    (obs_layout, LONG_TUPLE, "unsupported observation space Tuple: Tuple of 3 spaces; supported: "),
+    (obs_layout, LONG_TUPLE, "unsupported observation space Tuple of 3 spaces; supported: "),
     (obs_layout, spaces.Dict({"pos": spaces.Tuple([spaces.Box(1e6, 1e6 + 1, (3,), np.float64), spaces.MultiBinary(4)]),
                               "b": spaces.MultiBinary((2, 3))}),
-     "observation key 'pos' has a space that cannot be encoded: Tuple of 2 spaces; env.obs_keys is not set"),
+     "observation key 'pos' has a space that cannot be encoded: Tuple of 2 spaces; set env.obs_keys = ['b']"),
     (check_action_space, LONG_BOX, "unsupported action space Box(shape (4,), float64, bounds per component): the "
                                    "tanh-squashed policy needs finite Box bounds"),
 ])
@@ -266,3 +268,89 @@ def test_a_nan_observation_of_an_agent_ends_training_with_one_line(tmp_path):
         shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
     assert str(info.value) == ("env tests.fuzz.fuzz_agents: an observation holds NaN in key 'observation' (at vector "
                                "step 2); no checkpoint was written yet")
+
+
+def test_a_tuple_of_two_images_is_refused_in_one_short_line():
+    """A Tuple of two uint8 images has a text of 70 characters, under the summary's limit, and the refusal added
+    the space's type name twice and a long list of what is supported: 201 characters."""
+    space = spaces.Tuple([spaces.Box(0, 255, (4, 10, 1), np.uint8), spaces.Box(0, 255, (1, 4, 10), np.uint8)])
+    with pytest.raises(ConfigError) as info:
+        obs_layout(space)
+    message = str(info.value)
+    assert message.startswith("unsupported observation space Tuple(Box(0, 255, (4, 10, 1), uint8), ")
+    assert len("error: " + message) <= 200, message
+
+
+def _worst_case_length(call: ast.Call, source: str, module: object) -> int | None:
+    """The longest line (with the CLI's ``error: ``) an error raised as ``call`` can make, counting every
+    ``space_text(x, limit)`` at its limit, every ``clipped(x, limit)`` at its limit, a module constant at its
+    length and any other value at 24 characters (a name, a number); None where the message names no space."""
+    message = call.args[0] if call.args else None
+    if message is None or "space_text(" not in (ast.get_source_segment(source, message) or ""):
+        return None
+    length = len("error: ")
+    for node in ast.walk(message):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            length += len(node.value)
+        elif isinstance(node, ast.FormattedValue):
+            value = node.value
+            name = getattr(value.func, "id", None) if isinstance(value, ast.Call) else None
+            if name in ("space_text", "clipped"):
+                limit = value.args[1].value if len(value.args) > 1 else {"space_text": 72, "clipped": 80}[name]
+                length += limit + (2 if node.conversion == ord("r") else 0)
+            elif isinstance(value, ast.Name) and isinstance(getattr(module, value.id, None), str):
+                length += len(getattr(module, value.id))
+            else:
+                length += 24
+    return length
+
+
+def test_every_message_that_names_a_space_fits_one_line_with_its_longest_space_text():
+    """The kind behind the two bugs above and the space of many lines: a message that quotes a space has room for
+    the space's longest text (``space_text``'s limit) beside its own words. Every raise in shell/ whose message
+    names a space is read here and its longest line bounded: at most 200 characters with the CLI's prefix."""
+    import importlib
+
+    root = Path(shell.__file__).parent
+    checked, too_long = 0, []
+    for path in sorted(root.rglob("*.py")):
+        source = path.read_text()
+        if "space_text(" not in source:
+            continue
+        module = importlib.import_module(".".join(path.relative_to(root.parent).with_suffix("").parts))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                longest = _worst_case_length(node.exc, source, module)
+                if longest is not None:
+                    checked += 1
+                    if longest > 200:
+                        too_long.append(f"{path.relative_to(root.parent)}:{node.lineno}: {longest}")
+    assert checked >= 15 and not too_long, too_long
+
+
+def test_masks_given_for_one_group_leave_a_group_of_box_actions_unmasked(tmp_path):
+    """A run of two groups, one of Discrete actions with masks (in ``info``) and one of Box actions: the loaded
+    policy, given the masks of the Discrete agents only (a Box action takes none), raised KeyError on the Box
+    agent. A group with no entry in ``action_mask`` now acts unmasked; a group with masks for some of its acting
+    agents and not others is refused in one line."""
+    box_obs = {"type": "box", "shape": [1], "dtype": "float32", "low": -1.0, "high": 1.0}
+    agents = [{"name": "scout_0", "act": {"type": "discrete", "n": 2, "start": 0}},
+              {"name": "scout_1", "act": {"type": "discrete", "n": 2, "start": 0}},
+              {"name": "relay_0", "act": {"type": "box", "shape": [1], "dtype": "float32", "low": -1.0, "high": 2.0}}]
+    spec = {"agents": [{**a, "obs": box_obs, "joins": 0, "lifetime": 3, "end": "terminated"} for a in agents],
+            "mask": "info", "fault": None, "seed": 0}
+    run = {"env.backend": "pettingzoo", "env.id": "tests.fuzz.fuzz_agents", "env.kwargs": {"spec": json.dumps(spec)},
+           "env.num_envs": 1, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "run.total_timesteps": 4,
+           "run.eval_episodes": 0, "run.device": "cpu", "run.loggers": []}
+    shell.train(overrides=run, run_dir=tmp_path / "run", progress=False)
+    policy = shell.load_policy(tmp_path / "run")
+    obs = {a: np.zeros(1, np.float32) for a in ("scout_0", "scout_1", "relay_0")}
+    only_first = np.array([True, False])
+    actions = policy(obs, action_mask={"scout_0": only_first, "scout_1": only_first})
+    assert actions["scout_0"] == 0 and actions["scout_1"] == 0 and -1.0 <= float(actions["relay_0"][0]) <= 2.0
+    with pytest.raises(ValueError) as info:
+        policy(obs, action_mask={"scout_0": only_first})
+    message = str(info.value)
+    assert "\n" not in message and "group 'scout'" in message and "['scout_1']" in message
+    with pytest.raises(ValueError, match="mask"):  # the masked group with no masks at all: its policy's refusal
+        policy(obs, action_mask={"relay_0": None})

@@ -334,7 +334,7 @@ def test_a_run_of_one_lane_writes_no_lane_files(tmp_path):
 
 
 def test_a_group_of_differing_spaces_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="different observation spaces") as info:
+    with pytest.raises(ConfigError, match="differ in observation space") as info:
         train(config=config(**MIXED, **{"env.groups": {"all": ["runner_0", "runner_1", "scout_0"]}}),
               run_dir=tmp_path / "run", progress=False)
     assert "\n" not in str(info.value)

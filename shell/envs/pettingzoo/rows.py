@@ -87,7 +87,7 @@ class GroupRows:
             return actor
         if not (isinstance(actor, spaces.Box) and len(actor.shape) == 1):
             raise ConfigError(f"policy.critic = {self.critic!r} needs 1-D Box observations; the agents of group "
-                              f"{self.group!r} observe {space_text(own)}")
+                              f"{self.group!r} observe {space_text(own, 60)}")
         size = self.parent.state_size if self.critic == "state" else M * int(own.shape[0])
         critic = spaces.Box(-np.inf, np.inf, (size + M,), np.float32)
         return spaces.Dict({ACTOR_KEY: actor, CRITIC_KEY: critic})
