@@ -329,7 +329,8 @@ class RunConfig:
 @_section("selfplay")
 class SelfPlayConfig:
     """Turn-based games: a learner against a pool of its past snapshots and/or uniform-random moves (off with
-    ``snapshot_every = 0`` and ``random_prob = 0``: one policy plays, and learns in, every seat)."""
+    ``snapshot_every = 0``, ``random_prob = 0`` and ``opening_moves = 0``: one policy plays, and learns in, every
+    seat)."""
 
     snapshot_every: int = _field(0, "Add the learner's policy to the pool every this many updates (0 = no pool: "
                                     "one policy plays every seat).", _range(0))
@@ -339,11 +340,14 @@ class SelfPlayConfig:
     random_prob: float = _field(0.0, "The chance that a game's opponent is uniform-random legal moves (the learner "
                                      "plays one seat), drawn before latest_prob; with snapshot_every = 0 the other "
                                      "games are plain self-play (0 = never).", _range(0.0, 1.0))
+    opening_moves: int = _field(0, "The first this many moves of every training game are uniform-random legal "
+                                   "moves that no seat learns from, so that the learner meets every opening "
+                                   "(0 = none).", _range(0))
 
     @property
     def enabled(self) -> bool:
         """Opponents other than the learner itself play some games: a pool of snapshots, or uniform-random moves."""
-        return self.snapshot_every > 0 or self.random_prob > 0
+        return self.snapshot_every > 0 or self.random_prob > 0 or self.opening_moves > 0
 
 
 SECTIONS: dict[str, type] = {"env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "run": RunConfig,

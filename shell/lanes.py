@@ -102,7 +102,8 @@ class Lanes:
         #: ``[selfplay]``'s pool of past snapshots (None without it): opponents that act and never learn
         self.pool: SnapshotPool | None = None
         if config.selfplay.enabled:
-            check_selfplay(specs, config.policy.recurrent != "none", config.selfplay.random_prob > 0)
+            check_selfplay(specs, config.policy.recurrent != "none",
+                           config.selfplay.random_prob > 0 or config.selfplay.opening_moves > 0)
             (name, spec), = specs.items()
             agents[name] = agents[name].to(device)
             self.pool = SnapshotPool(agents[name], config.selfplay, spec.agents, env.copies,

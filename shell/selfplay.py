@@ -1,21 +1,25 @@
-"""Self-play against a pool of past snapshots and uniform-random moves (``[selfplay]``; DESIGN.md, "Turns"):
-opponents that act and never learn.
+"""Self-play against a pool of past snapshots and uniform-random moves (``[selfplay]``; DESIGN.md, "Turns"): opponents
+that act and never learn.
 
-A turn-based game whose seats share their spaces is one lane: every seat of every copy is a row of the one
-policy. With ``selfplay.snapshot_every > 0``, a :class:`SnapshotPool` decides for each copy, game by game, who plays
-it: with probability ``selfplay.latest_prob`` the learner plays every seat (plain self-play, every seat learns);
+A turn-based game whose seats share their spaces is one lane: every seat of every copy is a row of the one policy.
+With ``selfplay.snapshot_every > 0``, a :class:`SnapshotPool` decides for each copy, game by game, who plays it:
+with probability ``selfplay.latest_prob`` the learner plays every seat (plain self-play, every seat learns);
 otherwise the learner plays one seat and a snapshot drawn uniformly from the pool plays the others. With
-``selfplay.random_prob > 0`` a game is first, with that probability, against uniform-random legal moves (the
-learner plays one seat; :data:`RANDOM`), and only the other games draw as above; with ``snapshot_every = 0`` the
-pool holds no snapshots and those games are plain self-play. The learner's seat moves on by one from game to game
-in each copy. An opponent's rows are acted on by the opponent (a snapshot samples its policy under the row's mask,
+``selfplay.random_prob > 0`` a game is first, with that probability, against uniform-random legal moves (the learner
+plays one seat; :data:`RANDOM`), and only the other games draw as above; with ``snapshot_every = 0`` the pool holds
+no snapshots and those games are plain self-play. The learner's seat moves on by one from game to game in each copy.
+With ``selfplay.opening_moves = k``, the first k moves of every game, whoever plays it, are uniform-random legal
+moves that no seat learns from (random openings, as game-playing programs use to cover the openings their own play
+never reaches). An opponent's rows are acted on by the opponent (a snapshot samples its policy under the row's mask,
 with its own observation statistics) and are not ``valid`` for the learner, so they enter no update, no normaliser
 and no advantage (:func:`core.turn_gae` sees only the learner's turns). Every ``snapshot_every`` updates the
-learner's weights join the pool (the oldest leaves past ``pool_size``); the pool starts with the initial policy.
-The pool, and where its random streams stand, is in every checkpoint.
+learner's weights join the pool (the oldest leaves past ``pool_size``); the pool starts with the initial policy. The
+pool, and where its random streams stand, is in every checkpoint.
 
 Why uniform-random opponents: a policy that meets only itself (or its past selves) sees only the positions that
-near-optimal play reaches, and never learns to punish a blunder; the random games put it in front of them.
+near-optimal play reaches, and never learns to punish a blunder; the random games put it in front of them. Why
+random openings: the same policy opens its games the way it prefers, so as second mover it meets strong play only
+after those openings; a perfect opponent that opens anywhere finds the openings it never learned to answer.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ def snapshot_players(agent: torch.nn.Module, state: dict[str, Any] | None) -> di
 def check_selfplay(specs: dict, recurrent: bool, uniform: bool = False) -> None:
     """Refuse ``[selfplay]`` where a pool cannot play: the game must be one lane (seats that share their spaces),
     turn-based, with two seats or more, and the policy feed-forward; with ``uniform`` (``selfplay.random_prob >
-    0``) its actions one Discrete choice.
+    0`` or ``selfplay.opening_moves > 0``) its actions one Discrete choice.
 
     Raises:
         ConfigError: one line naming what to use instead (the groups of a game whose seats differ in spaces).
@@ -79,8 +83,8 @@ def check_selfplay(specs: dict, recurrent: bool, uniform: bool = False) -> None:
     if recurrent:
         raise ConfigError("[selfplay] plays snapshots of feed-forward policies; use policy.recurrent = \"none\"")
     if uniform and not isinstance(spec.action_space, gym.spaces.Discrete):
-        raise ConfigError(f"selfplay.random_prob draws uniform-random moves of a Discrete action space, and this "
-                          f"game's is {spec.action_space}; set selfplay.random_prob = 0")
+        raise ConfigError(f"selfplay.random_prob and selfplay.opening_moves draw uniform-random moves of a Discrete "
+                          f"action space, and this game's is {spec.action_space}; set both to 0")
 
 
 class SnapshotPool:
@@ -100,6 +104,7 @@ class SnapshotPool:
         opponent: ``[E]`` each copy's opponent in its current game (an index of :attr:`snapshots`, or
             :data:`LATEST`).
         learner_seat: ``[E]`` the seat the learner plays in each copy (every seat where the opponent is LATEST).
+        moves: ``[E]`` the moves made so far in each copy's game (the first ``opening_moves`` are at random).
     """
 
     def __init__(self, agent: ActorCritic, cfg: SelfPlayConfig, seats: list[str], copies: int, seed: int,
@@ -113,6 +118,7 @@ class SnapshotPool:
             self.snapshot(0)
         self.learner_seat = np.arange(copies) % len(self.seats)
         self.opponent = np.full(copies, LATEST)
+        self.moves = np.zeros(copies, dtype=np.int64)
         self.restart()
 
     # ------------------------------------------------------------------ the pool
@@ -152,29 +158,34 @@ class SnapshotPool:
     def restart(self) -> None:
         """The envs were reset: every copy draws its opponent for its new game."""
         self.opponent = self._draw(self.copies)
+        self.moves = np.zeros(self.copies, dtype=np.int64)
 
     def games_ended(self, ended: torch.Tensor) -> None:
-        """``ended [E]`` bool: those copies start a new game: the learner moves to the next seat, and a new
-        opponent is drawn."""
+        """``ended [E]`` bool, after each move: those copies start a new game: the learner moves to the next seat,
+        and a new opponent is drawn; the others count one more move."""
         done = ended.cpu().numpy().astype(bool)
+        self.moves = np.where(done, 0, self.moves + 1)
         if done.any():
             self.learner_seat[done] = (self.learner_seat[done] + 1) % len(self.seats)
             self.opponent[done] = self._draw(int(done.sum()))
 
     @property
     def learner_rows(self) -> torch.Tensor:
-        """``[E * S]`` bool: the rows the learner plays (and learns from)."""
+        """``[E * S]`` bool: the rows the learner plays (and learns from): none during an opening."""
         S = len(self.seats)
         seat = np.arange(S)[None, :]
         mine = (self.opponent[:, None] == LATEST) | (seat == self.learner_seat[:, None])
+        mine &= self._past_opening()[:, None]
         return torch.as_tensor(mine.reshape(-1), device=self.device)
 
     def act(self, obs: Any, actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """``[E * S]`` (``[E * S, K]`` for K-part moves) the learner's ``actions`` in its rows, each snapshot's
-        sampled move in the rows it plays (under ``mask [E * S, A]``)."""
+        sampled move in the rows it plays (under ``mask [E * S, A]``), uniform-random legal moves in the copies
+        still in their opening."""
         S = len(self.seats)
         rows_of = np.repeat(self.opponent, S)
-        learner = self.learner_rows.cpu().numpy()
+        opening = ~self._past_opening()
+        learner = self.learner_rows.cpu().numpy() | np.repeat(opening, S)  # an opening's rows: at random below
         out = actions
         for k in np.unique(rows_of[~learner]):
             if k == RANDOM:
@@ -185,7 +196,14 @@ class SnapshotPool:
             rows = torch.as_tensor((rows_of == k) & ~learner, device=actions.device)
             rows = rows.view(-1, *[1] * (actions.dim() - 1))  # over each row's components ([E * S, K] actions)
             out = torch.where(rows, theirs.to(actions.dtype), out)
+        if opening.any():  # whoever plays these copies, their moves are at random
+            rows = torch.as_tensor(np.repeat(opening, S), device=actions.device)
+            out = torch.where(rows, self._uniform(actions, mask).to(actions.dtype), out)
         return out
+
+    def _past_opening(self) -> np.ndarray:
+        """``[E]`` bool: the copies whose game is past its ``opening_moves`` random moves."""
+        return self.moves >= self.cfg.opening_moves
 
     def _uniform(self, actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """``[E * S]`` a uniform draw among each row's legal actions (``mask [E * S, A]``; None: all legal)."""

@@ -115,6 +115,48 @@ def test_uniform_random_opponents_play_one_seat_legally_and_never_enter_the_upda
         trainer.env.close()
 
 
+def test_opening_moves_are_uniform_random_legal_moves_that_no_seat_learns_from(tmp_path, monkeypatch):
+    """selfplay.opening_moves = 2 without snapshots: the first two moves of every game are uniform-random legal
+    moves (Duel raises on an illegal one) in no seat's rows, so no transition of the learner; from the third move
+    on the learner plays every seat. Every game ends after 5 moves, so the count restarts with each game."""
+    steps: list[tuple[torch.Tensor, np.ndarray, torch.Tensor, torch.Tensor]] = []
+    act = SnapshotPool.act
+
+    def recording_act(pool, obs, actions, mask):
+        out = act(pool, obs, actions, mask)
+        steps.append((pool.learner_rows.clone(), pool.moves.copy(), out.clone(), mask.clone()))
+        return out
+
+    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    cfg = config(**{"selfplay.opening_moves": 2, "env.num_envs": 4, "run.total_timesteps": 200,
+                    "run.eval_episodes": 2})
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    pool, learner = trainer.lanes.pool, trainer.lanes.only
+    try:
+        rows = trainer.env.reset(seed=0)
+        trainer.lanes.restart()
+        opening, learned = [], 0
+        for _ in range(3):
+            steps.clear()
+            rows, _ = trainer.collect(rows)
+            valid = learner.storage.valid
+            for t, (mine, moves, actions, mask) in enumerate(steps):
+                in_opening = torch.as_tensor(moves < 2)
+                assert set(moves.tolist()) <= {0, 1, 2, 3, 4}, moves  # Duel's 5 moves, then a new game
+                assert not mine.view(4, 2)[in_opening].any(), t  # an opening move is no seat's
+                assert mine.view(4, 2)[~in_opening].all(), t  # after it, the learner plays every seat
+                assert not (valid[t] & ~mine).any(), t  # so no opening move is stored as the learner's
+                learned += int(valid[t].sum())
+                acting = mask.any(dim=1) & torch.as_tensor(np.repeat(moves < 2, 2))
+                assert mask[acting].gather(1, actions[acting].long()[:, None]).all()  # legal
+                opening += actions[acting].tolist()
+            trainer.lanes.update()
+        assert {0, 1, 2} <= set(opening) and learned > 0
+        assert pool.snapshots == [] and pool.opponent.tolist() == [LATEST] * 4
+    finally:
+        trainer.env.close()
+
+
 def test_random_prob_zero_draws_the_games_of_a_pool_without_it():
     """random_prob = 0 (the default) makes no draw of its own: a pool's opponents are those it drew before the
     option existed; 0.5 mixes uniform-random games with the pool's."""
@@ -223,6 +265,13 @@ def test_random_prob_on_moves_that_are_not_one_discrete_choice_is_refused_and_a_
     else:
         raise AssertionError("not refused")
     assert "\n" not in message and "MultiDiscrete" in message
+    try:  # the random openings draw the same kind of moves
+        train(config=config(**{"env.id": paired, "selfplay.opening_moves": 1}), run_dir=tmp_path / "opening",
+              progress=False)
+    except ConfigError as exc:
+        assert str(exc) == message
+    else:
+        raise AssertionError("not refused")
     code = main(["--config", "tictactoe", "--run-dir", str(tmp_path / "cli"), "--set", f"env.id={paired}"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == [f"error: {message}"]
