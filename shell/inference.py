@@ -232,14 +232,17 @@ class Policy:
         return self.act(obs, True, episode_start, action_mask=action_mask)
 
     def _mask(self, obs: Any, action_mask: Any, single: bool, n: int) -> torch.Tensor | None:
-        """The ``[n, A]`` bool mask on the device from ``action_mask`` or ``obs["action_mask"]``; None when
-        neither is given to an unmasked policy.
+        """The ``[n, A]`` bool mask on the device from ``action_mask``, or from ``obs["action_mask"]`` for a policy
+        trained with the masks of that key (``env.action_mask = "obs"``); None when neither is given to an unmasked
+        policy. A policy trained without masks reads an ``"action_mask"`` key of its observation as the
+        observation it was in training, never as a mask.
 
         Raises:
             ValueError: a masked policy without a mask; a mask of the wrong shape, dtype or values, or one
                 that leaves a component with no legal action.
         """
-        if action_mask is None and isinstance(obs, dict) and MASK_KEY in obs:
+        source = getattr(self.agent, "action_mask_source", None)
+        if action_mask is None and source == "obs" and isinstance(obs, dict) and MASK_KEY in obs:
             action_mask = obs[MASK_KEY]
         if action_mask is None:
             require_mask(self.agent, None, "this call",

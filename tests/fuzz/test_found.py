@@ -18,7 +18,7 @@ from shell.envs.base import check_action_space
 from shell.errors import ConfigError, TrainingError
 from shell.evaluation import eval_checkpoint
 from shell.observations import obs_layout
-from tests.fuzz.outcomes import Outcome, check_checkpoints_finite, check_failure, fuzz_overrides
+from tests.fuzz.outcomes import Outcome, check_checkpoints_finite, check_export, check_failure, fuzz_overrides
 
 
 @pytest.mark.parametrize("key", ["ppo.gamma", "ppo.gae_lambda", "ppo.learning_rate", "ppo.clip_coef", "ppo.vf_coef",
@@ -354,3 +354,25 @@ def test_masks_given_for_one_group_leave_a_group_of_box_actions_unmasked(tmp_pat
     assert "\n" not in message and "group 'scout'" in message and "['scout_1']" in message
     with pytest.raises(ValueError, match="mask"):  # the masked group with no masks at all: its policy's refusal
         policy(obs, action_mask={"relay_0": None})
+
+
+@pytest.mark.parametrize("act", [{"type": "multibinary", "n": 1}, {"type": "discrete", "n": 2, "start": 0}])
+def test_a_policy_trained_without_masks_reads_an_action_mask_key_as_observation_not_as_mask(tmp_path, act):
+    """With ``env.action_mask = "none"`` an env's ``"action_mask"`` observation key is an input of the policy like
+    any other. ``load_policy`` still took it as a mask: it forced the actions the policy had never been trained to
+    mask (export then differed from the policy on 6 of 64 observations), or refused an all-false row as a state
+    with no legal action. Only a policy trained with the masks of that key (``"obs"``) reads it as its mask."""
+    spec = {"obs": {"type": "box", "shape": [1], "dtype": "int8", "low": -128.0, "high": 127.0}, "act": act,
+            "episodes": [[2, "terminated"], [1, "terminated"]], "reward_scale": 1.0, "obs_scale": 1.0, "mask": "obs",
+            "one_legal": 0.0, "fault": None, "seed": 0, "enforce_mask": False}  # the run ignores the mask
+    run = {"env.num_envs": 1, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "run.total_timesteps": 4,
+           "run.eval_episodes": 0, "run.device": "cpu", "run.loggers": []}
+    shell.train(overrides=fuzz_overrides(spec, run, "none"), run_dir=tmp_path / "run", progress=False)
+    policy = shell.load_policy(tmp_path / "run")
+    assert not policy.masked
+    obs = {"action_mask": np.zeros((8, 2 if act["type"] == "discrete" else 1), np.int8),
+           "obs": np.arange(-4, 4, dtype=np.int8)[:, None]}
+    unmasked = policy(obs)  # an all-false "mask" is only an observation here
+    flipped = policy({**obs, "action_mask": np.ones_like(obs["action_mask"])})
+    assert unmasked.shape[0] == 8 and flipped.shape[0] == 8
+    check_export(tmp_path / "run", "onnx")
