@@ -166,7 +166,7 @@ def config_reference() -> str:
     ]
     for section, cls in config_sections():
         lines += [f"## [{section}]", ""]
-        doc = (cls.__doc__ or "").strip()
+        doc = inspect.cleandoc(cls.__doc__ or "")
         if doc:
             lines += [doc, ""]
         lines += ["| Key | Type | Default | Allowed | Description |", "|---|---|---|---|---|"]
