@@ -233,7 +233,7 @@ class Policy:
 
     def _mask(self, obs: Any, action_mask: Any, single: bool, n: int) -> torch.Tensor | None:
         """The ``[n, A]`` bool mask on the device from ``action_mask``, or from ``obs["action_mask"]`` for a policy
-        trained with the masks of that key (``env.action_mask = "obs"``); None when neither is given to an unmasked
+        trained with the masks of that key (action_mask setting ``"obs"``); None when neither is given to an unmasked
         policy. A policy trained without masks reads an ``"action_mask"`` key of its observation as the
         observation it was in training, never as a mask.
 

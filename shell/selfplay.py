@@ -79,7 +79,8 @@ def check_selfplay(specs: dict, recurrent: bool, uniform: bool = False) -> None:
     spec = next(iter(specs.values()))
     if not spec.turns or not spec.agents or len(spec.agents) < 2:
         raise ConfigError("[selfplay] serves turn-based games of two seats or more (env.backend = \"pettingzoo\" "
-                          "with an AEC game); set selfplay.snapshot_every = 0 for this env")
+                          "with an AEC game); set selfplay.snapshot_every, random_prob and opening_moves to 0 "
+                          "for this env")
     if recurrent:
         raise ConfigError("[selfplay] plays snapshots of feed-forward policies; use policy.recurrent = \"none\"")
     if uniform and not isinstance(spec.action_space, gym.spaces.Discrete):

@@ -99,7 +99,8 @@ def draw(space: spaces.Space, rng: np.random.Generator, scale: float) -> Any:
         low, high = space.low.astype(np.float64), space.high.astype(np.float64)
         centre = np.clip(0.0, low, high)
         lo, hi = np.maximum(low, centre - scale), np.minimum(high, centre + scale)
-        value = np.asarray(rng.uniform(lo, hi))  # an array also for a rank-0 Box
+        u = rng.random(np.shape(lo))
+        value = np.asarray(lo * (1.0 - u) + hi * u)  # not rng.uniform(lo, hi): hi - lo may pass float64's range
         if space.dtype.kind in "iu":
             value = np.clip(np.rint(value), low, high)
         value = value.astype(space.dtype)
