@@ -70,19 +70,27 @@ def test_snapshots_never_change_and_their_rows_enter_no_update(tmp_path, monkeyp
         trainer.env.close()
 
 
-def test_uniform_random_opponents_play_one_seat_legally_and_never_enter_the_update(tmp_path, monkeypatch):
-    """selfplay.random_prob = 1 without snapshots: every game is the learner in one seat (alternating from game to
-    game) against uniform-random legal moves (Duel raises on an illegal one); those moves are spread over the legal
-    actions and their rows are never stored as valid. The pool holds no snapshot, and it is checkpointed."""
-    steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+def record_moves(monkeypatch) -> list[tuple[torch.Tensor, torch.Tensor, np.ndarray, torch.Tensor, torch.Tensor]]:
+    """Record, at every step of :meth:`SnapshotPool.act`, the learner's rows, each copy's opponent and move count,
+    the actions sent and the mask."""
+    steps = []
     act = SnapshotPool.act
 
     def recording_act(pool, obs, actions, mask):
         out = act(pool, obs, actions, mask)
-        steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone(), out.clone(), mask.clone()))
+        steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone(), pool.moves.copy(),
+                      out.clone(), mask.clone()))
         return out
 
     monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    return steps
+
+
+def test_uniform_random_opponents_play_one_seat_legally_and_never_enter_the_update(tmp_path, monkeypatch):
+    """selfplay.random_prob = 1 without snapshots: every game is the learner in one seat (alternating from game to
+    game) against uniform-random legal moves (Duel raises on an illegal one); those moves are spread over the legal
+    actions and their rows are never stored as valid. The pool holds no snapshot, and it is checkpointed."""
+    steps = record_moves(monkeypatch)
     cfg = config(**{"selfplay.random_prob": 1.0, "env.num_envs": 4, "run.total_timesteps": 200,
                     "run.eval_episodes": 2})
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
@@ -96,7 +104,7 @@ def test_uniform_random_opponents_play_one_seat_legally_and_never_enter_the_upda
             steps.clear()
             rows, _ = trainer.collect(rows)
             valid = learner.storage.valid
-            for t, (mine, opponent, actions, mask) in enumerate(steps):
+            for t, (mine, opponent, _, actions, mask) in enumerate(steps):
                 assert (opponent == RANDOM).all()
                 assert mine.view(4, 2).sum(dim=1).tolist() == [1] * 4  # the learner plays one seat of each copy
                 assert not (valid[t] & ~mine).any(), t  # the random seat's moves are no transition of the learner
@@ -119,15 +127,7 @@ def test_opening_moves_are_uniform_random_legal_moves_that_no_seat_learns_from(t
     """selfplay.opening_moves = 2 without snapshots: the first two moves of every game are uniform-random legal
     moves (Duel raises on an illegal one) in no seat's rows, so no transition of the learner; from the third move
     on the learner plays every seat. Every game ends after 5 moves, so the count restarts with each game."""
-    steps: list[tuple[torch.Tensor, np.ndarray, torch.Tensor, torch.Tensor]] = []
-    act = SnapshotPool.act
-
-    def recording_act(pool, obs, actions, mask):
-        out = act(pool, obs, actions, mask)
-        steps.append((pool.learner_rows.clone(), pool.moves.copy(), out.clone(), mask.clone()))
-        return out
-
-    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    steps = record_moves(monkeypatch)
     cfg = config(**{"selfplay.opening_moves": 2, "env.num_envs": 4, "run.total_timesteps": 200,
                     "run.eval_episodes": 2})
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
@@ -140,7 +140,7 @@ def test_opening_moves_are_uniform_random_legal_moves_that_no_seat_learns_from(t
             steps.clear()
             rows, _ = trainer.collect(rows)
             valid = learner.storage.valid
-            for t, (mine, moves, actions, mask) in enumerate(steps):
+            for t, (mine, _, moves, actions, mask) in enumerate(steps):
                 in_opening = torch.as_tensor(moves < 2)
                 assert set(moves.tolist()) <= {0, 1, 2, 3, 4}, moves  # Duel's 5 moves, then a new game
                 assert not mine.view(4, 2)[in_opening].any(), t  # an opening move is no seat's
