@@ -117,9 +117,11 @@ _wrapper_specs.allowed = 'tables of class = "module:Name" and an optional kwargs
 
 def _opponents(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     """``run.eval_opponents``: a non-empty list of distinct ``"random"`` or ``"module:function"`` names (whether
-    they import is checked at start-up, by the evaluation)."""
-    if not value or len(set(value)) != len(value):
-        raise ConfigError(f"{_key(attribute)} = {value!r}: needs a non-empty list of distinct opponents")
+    they import is checked at start-up, by the evaluation); ``selfplay.bots`` may be empty."""
+    empty_ok = attribute.metadata.get("section") == "selfplay"
+    if (not value and not empty_ok) or len(set(value)) != len(value):
+        raise ConfigError(f"{_key(attribute)} = {value!r}: needs a {'' if empty_ok else 'non-empty '}list of "
+                          "distinct opponents")
     for name in value:
         if name != "random" and not WRAPPER_CLASS.match(name):
             raise ConfigError(f"{_key(attribute)}: {name!r} is neither \"random\" nor a bot \"module.path:function\", "
@@ -328,9 +330,9 @@ class RunConfig:
 
 @_section("selfplay")
 class SelfPlayConfig:
-    """Turn-based games: a learner against a pool of its past snapshots and/or uniform-random moves (off with
-    ``snapshot_every = 0``, ``random_prob = 0`` and ``opening_moves = 0``: one policy plays, and learns in, every
-    seat)."""
+    """Turn-based games: a learner against a pool of its past snapshots, uniform-random moves and/or bots (off with
+    ``snapshot_every = 0``, ``random_prob = 0``, ``bot_prob = 0`` and ``opening_moves = 0``: one policy plays, and
+    learns in, every seat)."""
 
     snapshot_every: int = _field(0, "Add the learner's policy to the pool every this many updates (0 = no pool: "
                                     "one policy plays every seat).", _range(0))
@@ -343,11 +345,26 @@ class SelfPlayConfig:
     opening_moves: int = _field(0, "The first this many moves of every training game are uniform-random legal "
                                    "moves that no seat learns from, so that the learner meets every opening "
                                    "(0 = none).", _range(0))
+    bots: list[str] = _field(attrs.Factory(list), "Bots \"module:function\" (as run.eval_opponents takes them: "
+                                                  "(observation, action_mask) -> action) that play some training "
+                                                  "games against the learner (see bot_prob).", _opponents)
+    bot_prob: float = _field(0.0, "The chance that a game's opponent is one of bots, drawn uniformly (the learner "
+                                  "plays one seat), drawn with random_prob: the two add up to at most 1 (0 = "
+                                  "never).", _range(0.0, 1.0))
+
+    def __attrs_post_init__(self) -> None:
+        if self.random_prob + self.bot_prob > 1.0:
+            raise ConfigError(f"selfplay.random_prob + selfplay.bot_prob = {self.random_prob + self.bot_prob:g}: "
+                              "the chances of a game against random moves and against a bot add up to at most 1")
+        if bool(self.bots) != (self.bot_prob > 0):
+            raise ConfigError("selfplay.bots and selfplay.bot_prob go together: set both (bots = "
+                              "[\"my_bots:greedy\"], bot_prob > 0) or neither")
 
     @property
     def enabled(self) -> bool:
-        """Opponents other than the learner itself play some games: a pool of snapshots, or uniform-random moves."""
-        return self.snapshot_every > 0 or self.random_prob > 0 or self.opening_moves > 0
+        """Opponents other than the learner itself play some games: a pool of snapshots, uniform-random moves or
+        bots."""
+        return self.snapshot_every > 0 or self.random_prob > 0 or self.opening_moves > 0 or self.bot_prob > 0
 
 
 SECTIONS: dict[str, type] = {"env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "run": RunConfig,

@@ -6,7 +6,6 @@ Loading a checkpoint and the deployable ``Policy`` live in shell/inference.py.
 from __future__ import annotations
 
 import json
-import operator
 import os
 import statistics
 import warnings
@@ -20,16 +19,15 @@ import numpy as np
 import torch
 
 from shell.config import EnvConfig, PolicyConfig
-from shell.envs import Rows, import_object, make_lanes
+from shell.envs import Rows, make_lanes
 from shell.envs import eval_env_config as backend_eval_config
 from shell.envs.masks import require_mask
 from shell.errors import ConfigError, TrainingError
 from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
-from shell.observations import map_obs
 from shell.ratings import POLICY, MatchTable
 from shell.seeding import eval_seeds, opponent_seed, rating_seed
-from shell.selfplay import snapshot_name, snapshot_players
+from shell.selfplay import Bot, bot_move, import_bots, snapshot_name, snapshot_players
 from shell.stop import StopRequest
 from shell.tracking import log_videos
 
@@ -128,13 +126,6 @@ class RandomOpponent(SeatOpponent):
         return torch.multinomial(legal, 1, generator=self.generator).squeeze(1)
 
 
-Bot = Callable[[Any, np.ndarray], Any]
-"""A bot of ``run.eval_opponents``: ``bot(observation, action_mask) -> action``. ``observation`` is the seat's
-observation as the policy sees it (NumPy; a Dict observation as a dict of arrays, without its ``action_mask``
-key, an image or a Box flattened as the row holds it, e.g. tic-tac-toe's 3x3x2 planes as ``[18]``),
-``action_mask`` ``[A]`` bool (all true for a game without masks); the action an int in ``[0, A)``."""
-
-
 class BotOpponent(SeatOpponent):
     """:class:`SeatOpponent` of a user's :data:`Bot`, called once per move of its seat.
 
@@ -159,15 +150,7 @@ class BotOpponent(SeatOpponent):
         mask = None if rows.action_mask is None else rows.action_mask.cpu().numpy()
         for i in torch.nonzero(rows.valid & ~self.policy_rows[lane]).flatten().tolist():
             legal = np.ones(n, dtype=bool) if mask is None else mask[i]
-            move = self.bot(map_obs(lambda x, i=i: x[i].cpu().numpy(), rows.obs), legal.copy())
-            try:
-                index = operator.index(move.item() if isinstance(move, np.ndarray | torch.Tensor) else move)
-            except (TypeError, ValueError):
-                index = None
-            if index is None or not 0 <= index < n or not legal[index]:
-                raise TrainingError(f"evaluation opponent {self.name!r} played the illegal move {move!r}; the legal "
-                                    f"moves were {np.flatnonzero(legal).tolist()}")
-            out[i] = index
+            out[i] = bot_move("evaluation opponent", self.name, self.bot, rows.obs, i, legal)
         return out.to(rows.valid.device)
 
 
@@ -194,19 +177,13 @@ class SnapshotOpponent(SeatOpponent):
 
 
 def resolve_opponents(names: Sequence[str]) -> dict[str, Bot | None]:
-    """Each ``run.eval_opponents`` entry with its bot (None for ``"random"``), imported now.
+    """Each ``run.eval_opponents`` entry with its bot (None for ``"random"``), imported now
+    (:func:`shell.selfplay.import_bots`).
 
     Raises:
         ConfigError: one line, an entry that cannot be imported or is not callable.
     """
-    bots: dict[str, Bot | None] = {}
-    for name in names:
-        bot = None if name == "random" else import_object(name, f"run.eval_opponents entry {name!r}")
-        if bot is not None and not callable(bot):
-            raise ConfigError(f"run.eval_opponents entry {name!r} is a {type(bot).__name__}, not a function of "
-                              "(observation, action_mask)")
-        bots[name] = bot
-    return bots
+    return import_bots(names, "run.eval_opponents")
 
 
 def eval_episode_cap(env_cfg: EnvConfig, run_cap: int | None, registered: int | None) -> int:

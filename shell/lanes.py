@@ -103,7 +103,8 @@ class Lanes:
         self.pool: SnapshotPool | None = None
         if config.selfplay.enabled:
             check_selfplay(specs, config.policy.recurrent != "none",
-                           config.selfplay.random_prob > 0 or config.selfplay.opening_moves > 0)
+                           config.selfplay.random_prob > 0 or config.selfplay.opening_moves > 0
+                           or config.selfplay.bot_prob > 0)
             (name, spec), = specs.items()
             agents[name] = agents[name].to(device)
             self.pool = SnapshotPool(agents[name], config.selfplay, spec.agents, env.copies,

@@ -86,7 +86,7 @@ class LaneRollout:
         sample, self.rnn_state = self.agent.rollout_step(norm_obs, state, start, self.generator, rows.action_mask)
         self._step = (norm_obs, sample, state, start, valid, rows.action_mask)
         if self.pool is not None:
-            return self.pool.act(rows.obs, sample.action, rows.action_mask)
+            return self.pool.act(rows.obs, sample.action, rows.action_mask, rows.valid)
         return sample.action
 
     def record(self, step: StepResult) -> None:

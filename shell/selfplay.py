@@ -1,13 +1,15 @@
-"""Self-play against a pool of past snapshots and uniform-random moves (``[selfplay]``; DESIGN.md, "Turns"): opponents
-that act and never learn.
+"""Self-play against a pool of past snapshots, uniform-random moves and bots (``[selfplay]``; DESIGN.md, "Turns"):
+opponents that act and never learn.
 
 A turn-based game whose seats share their spaces is one lane: every seat of every copy is a row of the one policy.
 With ``selfplay.snapshot_every > 0``, a :class:`SnapshotPool` decides for each copy, game by game, who plays it:
 with probability ``selfplay.latest_prob`` the learner plays every seat (plain self-play, every seat learns);
 otherwise the learner plays one seat and a snapshot drawn uniformly from the pool plays the others. With
 ``selfplay.random_prob > 0`` a game is first, with that probability, against uniform-random legal moves (the learner
-plays one seat; :data:`RANDOM`), and only the other games draw as above; with ``snapshot_every = 0`` the pool holds
-no snapshots and those games are plain self-play. The learner's seat moves on by one from game to game in each copy.
+plays one seat; :data:`RANDOM`), with ``selfplay.bot_prob > 0`` against one of ``selfplay.bots`` (functions of the
+observation and mask, as ``run.eval_opponents`` takes them; :data:`BOT`), and only the other games draw as above; with
+``snapshot_every = 0`` the pool holds no snapshots and those games are plain self-play. The learner's seat moves on by
+one from game to game in each copy.
 With ``selfplay.opening_moves = k``, the first k moves of every game, whoever plays it, are uniform-random legal
 moves that no seat learns from (random openings, as game-playing programs use to cover the openings their own play
 never reaches). An opponent's rows are acted on by the opponent (a snapshot samples its policy under the row's mask,
@@ -19,12 +21,16 @@ pool, and where its random streams stand, is in every checkpoint.
 Why uniform-random opponents: a policy that meets only itself (or its past selves) sees only the positions that
 near-optimal play reaches, and never learns to punish a blunder; the random games put it in front of them. Why
 random openings: the same policy opens its games the way it prefers, so as second mover it meets strong play only
-after those openings; a perfect opponent that opens anywhere finds the openings it never learned to answer.
+after those openings; a perfect opponent that opens anywhere finds the openings it never learned to answer. Why
+bots: a scripted player that punishes a blunder every time (one that takes every win it is left) teaches in few
+games what a policy's own young self, which misses most of them, teaches slowly.
 """
 
 from __future__ import annotations
 
 import copy
+import operator
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -32,16 +38,64 @@ import numpy as np
 import torch
 
 from shell.config import SelfPlayConfig
-from shell.errors import ConfigError
+from shell.envs import import_object
+from shell.errors import ConfigError, TrainingError
+from shell.observations import map_obs
 from shell.policies import ActorCritic
 
-__all__ = ["LATEST", "RANDOM", "SnapshotPool", "check_selfplay", "snapshot_name", "snapshot_players"]
+__all__ = ["BOT", "LATEST", "RANDOM", "Bot", "SnapshotPool", "bot_move", "check_selfplay", "import_bots",
+           "snapshot_name", "snapshot_players"]
 
 LATEST = -1
 """A copy's opponent when the learner plays every seat of it."""
 
 RANDOM = -2
 """A copy's opponent when uniform-random legal moves play the seats the learner does not (``selfplay.random_prob``)."""
+
+BOT = -3
+"""A copy's opponent when bot ``j`` of ``selfplay.bots`` plays the seats the learner does not: ``BOT - j``."""
+
+Bot = Callable[[Any, np.ndarray], Any]
+"""A bot of ``run.eval_opponents`` or ``selfplay.bots``: ``bot(observation, action_mask) -> action``. ``observation``
+is the seat's observation as the policy sees it (NumPy; a Dict observation as a dict of arrays, without its
+``action_mask`` key, an image or a Box flattened as the row holds it, e.g. tic-tac-toe's 3x3x2 planes as ``[18]``),
+``action_mask`` ``[A]`` bool (all true for a game without masks); the action an int in ``[0, A)``."""
+
+
+def import_bots(names: Sequence[str], key: str) -> dict[str, Bot | None]:
+    """Each entry of the config list ``key`` (``run.eval_opponents``, ``selfplay.bots``) with its bot (None for
+    ``"random"``), imported now.
+
+    Raises:
+        ConfigError: one line, an entry that cannot be imported or is not callable.
+    """
+    bots: dict[str, Bot | None] = {}
+    for name in names:
+        bot = None if name == "random" else import_object(name, f"{key} entry {name!r}")
+        if bot is not None and not callable(bot):
+            raise ConfigError(f"{key} entry {name!r} is a {type(bot).__name__}, not a function of "
+                              "(observation, action_mask)")
+        bots[name] = bot
+    return bots
+
+
+def bot_move(role: str, name: str, bot: Bot, obs: Any, row: int, legal: np.ndarray) -> int:
+    """The move of ``bot`` in row ``row`` of the rows' observation ``obs`` (``[N, ...]`` tensors, or a dict of
+    them), whose legal moves are ``legal [A]`` bool.
+
+    Raises:
+        TrainingError: the bot returned an illegal move (or no integer), naming the ``role`` (``"evaluation
+            opponent"``, ``"training opponent"``), the bot and the move.
+    """
+    move = bot(map_obs(lambda x: x[row].cpu().numpy(), obs), legal.copy())
+    try:
+        index = operator.index(move.item() if isinstance(move, np.ndarray | torch.Tensor) else move)
+    except (TypeError, ValueError):
+        index = None
+    if index is None or not 0 <= index < len(legal) or not legal[index]:
+        raise TrainingError(f"{role} {name!r} played the illegal move {move!r}; the legal moves were "
+                            f"{np.flatnonzero(legal).tolist()}")
+    return index
 
 
 def snapshot_name(update: int) -> str:
@@ -67,7 +121,7 @@ def snapshot_players(agent: torch.nn.Module, state: dict[str, Any] | None) -> di
 def check_selfplay(specs: dict, recurrent: bool, uniform: bool = False) -> None:
     """Refuse ``[selfplay]`` where a pool cannot play: the game must be one lane (seats that share their spaces),
     turn-based, with two seats or more, and the policy feed-forward; with ``uniform`` (``selfplay.random_prob >
-    0`` or ``selfplay.opening_moves > 0``) its actions one Discrete choice.
+    0``, ``selfplay.bot_prob > 0`` or ``selfplay.opening_moves > 0``) its actions one Discrete choice.
 
     Raises:
         ConfigError: one line naming what to use instead (the groups of a game whose seats differ in spaces).
@@ -79,13 +133,13 @@ def check_selfplay(specs: dict, recurrent: bool, uniform: bool = False) -> None:
     spec = next(iter(specs.values()))
     if not spec.turns or not spec.agents or len(spec.agents) < 2:
         raise ConfigError("[selfplay] serves turn-based games of two seats or more (env.backend = \"pettingzoo\" "
-                          "with an AEC game); set selfplay.snapshot_every, random_prob and opening_moves to 0 "
-                          "for this env")
+                          "with an AEC game); set selfplay.snapshot_every, random_prob, bot_prob and opening_moves "
+                          "to 0 for this env")
     if recurrent:
         raise ConfigError("[selfplay] plays snapshots of feed-forward policies; use policy.recurrent = \"none\"")
     if uniform and not isinstance(spec.action_space, gym.spaces.Discrete):
-        raise ConfigError(f"selfplay.random_prob and selfplay.opening_moves draw uniform-random moves of a Discrete "
-                          f"action space, and this game's is {spec.action_space}; set both to 0")
+        raise ConfigError(f"selfplay.random_prob, bot_prob and opening_moves play moves of a Discrete action "
+                          f"space, and this game's is {spec.action_space}; set them to 0")
 
 
 class SnapshotPool:
@@ -111,6 +165,8 @@ class SnapshotPool:
     def __init__(self, agent: ActorCritic, cfg: SelfPlayConfig, seats: list[str], copies: int, seed: int,
                  device: torch.device):
         self.agent, self.cfg, self.seats, self.copies, self.device = agent, cfg, list(seats), copies, device
+        #: ``selfplay.bots`` by name (None: ``"random"``), imported now: one that cannot be is refused before training
+        self.bots = list(import_bots(cfg.bots, "selfplay.bots").items())
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator(device).manual_seed(seed)
         self.snapshots: list[ActorCritic] = []
@@ -145,16 +201,23 @@ class SnapshotPool:
 
     # ------------------------------------------------------------------ the games
     def _draw(self, n: int) -> np.ndarray:
-        """``[n]`` opponents for new games: RANDOM with ``random_prob`` (a draw made only when it is above 0, so
-        that a pool without it repeats its games), else LATEST with ``latest_prob`` or a snapshot, uniformly
-        (LATEST when the pool holds none)."""
-        at_random = self.rng.random(n) < self.cfg.random_prob if self.cfg.random_prob > 0 else None
+        """``[n]`` opponents for new games: RANDOM with ``random_prob``, a bot (``BOT - j``, ``j`` uniform over
+        ``selfplay.bots``) with ``bot_prob``, else LATEST with ``latest_prob`` or a snapshot, uniformly (LATEST when
+        the pool holds none). Each draw is made only when its chance is above 0, so that a pool without random
+        moves or bots repeats its games."""
+        cfg = self.cfg
+        u = self.rng.random(n) if cfg.random_prob > 0 or cfg.bot_prob > 0 else None
         if self.snapshots:
-            latest = self.rng.random(n) < self.cfg.latest_prob
+            latest = self.rng.random(n) < cfg.latest_prob
             drawn = np.where(latest, LATEST, self.rng.integers(0, len(self.snapshots), n))
         else:
             drawn = np.full(n, LATEST)
-        return drawn if at_random is None else np.where(at_random, RANDOM, drawn)
+        if u is None:
+            return drawn
+        if cfg.bot_prob > 0:
+            at_bot = (u >= cfg.random_prob) & (u < cfg.random_prob + cfg.bot_prob)
+            drawn = np.where(at_bot, BOT - self.rng.integers(0, len(self.bots), n), drawn)
+        return np.where(u < cfg.random_prob, RANDOM, drawn)
 
     def restart(self) -> None:
         """The envs were reset: every copy draws its opponent for its new game."""
@@ -179,10 +242,16 @@ class SnapshotPool:
         mine &= self._past_opening()[:, None]
         return torch.as_tensor(mine.reshape(-1), device=self.device)
 
-    def act(self, obs: Any, actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def act(self, obs: Any, actions: torch.Tensor, mask: torch.Tensor | None,
+            valid: torch.Tensor | None = None) -> torch.Tensor:
         """``[E * S]`` (``[E * S, K]`` for K-part moves) the learner's ``actions`` in its rows, each snapshot's
-        sampled move in the rows it plays (under ``mask [E * S, A]``), uniform-random legal moves in the copies
-        still in their opening."""
+        sampled move in the rows it plays (under ``mask [E * S, A]``), a bot's move in the rows it plays that are
+        to move (``valid [E * S]``; a bot is called once per move), uniform-random legal moves in the copies still
+        in their opening.
+
+        Raises:
+            TrainingError: a bot returned an illegal move, naming it and the move.
+        """
         S = len(self.seats)
         rows_of = np.repeat(self.opponent, S)
         opening = ~self._past_opening()
@@ -191,6 +260,8 @@ class SnapshotPool:
         for k in np.unique(rows_of[~learner]):
             if k == RANDOM:
                 theirs = self._uniform(actions, mask)
+            elif k <= BOT:
+                theirs = self._bot(BOT - int(k), obs, actions, mask, (rows_of == k) & ~learner, valid)
             else:
                 player = self.snapshots[int(k)]
                 theirs = player.act(obs, deterministic=False, generator=self.generator, action_mask=mask)
@@ -201,6 +272,22 @@ class SnapshotPool:
             rows = torch.as_tensor(np.repeat(opening, S), device=actions.device)
             out = torch.where(rows, self._uniform(actions, mask).to(actions.dtype), out)
         return out
+
+    def _bot(self, j: int, obs: Any, actions: torch.Tensor, mask: torch.Tensor | None, rows: np.ndarray,
+             valid: torch.Tensor | None) -> torch.Tensor:
+        """``[E * S]`` bot ``j``'s moves in ``rows [E * S]`` that are to move (``valid``; all of them when None),
+        uniform-random legal moves for ``"random"``; the other rows' entries are never sent."""
+        name, bot = self.bots[j]
+        if bot is None:
+            return self._uniform(actions, mask)
+        out = torch.zeros(actions.shape[0], dtype=torch.long)
+        n = int(self.agent.action_space.n)
+        legal_rows = None if mask is None else mask.bool().cpu().numpy()
+        to_move = rows if valid is None else rows & valid.cpu().numpy()
+        for i in np.flatnonzero(to_move).tolist():
+            legal = np.ones(n, dtype=bool) if legal_rows is None else legal_rows[i]
+            out[i] = bot_move("training opponent", name, bot, obs, i, legal)
+        return out.to(actions.device)
 
     def _past_opening(self) -> np.ndarray:
         """``[E]`` bool: the copies whose game is past its ``opening_moves`` random moves."""

@@ -92,6 +92,42 @@ def test_the_board_is_drawn_from_the_observation_planes():
     assert lines[5] == " .  .  .  O  .  .  ." and lines[6] == " 0  1  2  3  4  5  6"
 
 
+def test_the_greedy_connect_four_bot_takes_every_win_and_otherwise_plays_every_legal_column():
+    """On boards of random play (checked against the tests' own reference, game_bots._c4_wins): where the mover
+    can complete four, the bot plays a column that does; elsewhere it plays legal columns, all of them over the
+    boards, whichever shape the planes come in."""
+    import numpy as np
+
+    from shell.envs.pettingzoo.bots import connect_four_greedy
+
+    from .game_bots import _c4_wins
+
+    rng = np.random.default_rng(7)
+    wins = others = 0
+    played: set[int] = set()
+    for _ in range(400):
+        board = np.zeros((6, 7, 2), dtype=np.int8)  # plane 0: the mover's
+        for _ in range(int(rng.integers(0, 30))):
+            legal = [c for c in range(7) if not board[0, c].any()]
+            column = int(rng.choice(legal))
+            if _c4_wins(board, 0, column):
+                break
+            board[int(np.flatnonzero(~board[:, column].any(axis=1)).max()), column, 0] = 1
+            board = board[:, :, ::-1].copy()  # the other seat moves next
+        mask = np.array([not board[0, c].any() for c in range(7)])
+        winning = [c for c in range(7) if mask[c] and _c4_wins(board, 0, c)]
+        observation = {"observation": board} if rng.random() < 0.5 else board.reshape(-1)
+        move = connect_four_greedy(observation, mask.copy())
+        assert mask[move]
+        if winning:
+            wins += 1
+            assert move in winning, (board, move, winning)
+        else:
+            others += 1
+            played.add(move)
+    assert wins > 20 and others > 20 and played == set(range(7))
+
+
 @pytest.fixture(scope="module")
 def tictactoe_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("play") / "run"

@@ -3,9 +3,11 @@ rows enter no update, the pool comes back on --resume, and games the pool cannot
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from shell.api import resume, train
@@ -17,8 +19,9 @@ from shell.logs import CSV_FIELDS, GAME_FIELDS, complete_rows
 from shell.plotting import plot_runs, read_ratings
 from shell.ratings import MatchTable
 from shell.runner import Trainer
-from shell.selfplay import LATEST, RANDOM, SnapshotPool
+from shell.selfplay import BOT, LATEST, RANDOM, SnapshotPool
 
+from . import game_bots
 from .test_turns import config
 
 POOL = {"selfplay.snapshot_every": 1, "selfplay.pool_size": 2, "selfplay.latest_prob": 0.25, "env.num_envs": 4,
@@ -37,9 +40,9 @@ def test_snapshots_never_change_and_their_rows_enter_no_update(tmp_path, monkeyp
     steps: list[tuple[torch.Tensor, torch.Tensor]] = []
     act = SnapshotPool.act
 
-    def recording_act(pool, obs, actions, mask):
+    def recording_act(pool, obs, actions, mask, valid=None):
         steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone()))
-        return act(pool, obs, actions, mask)
+        return act(pool, obs, actions, mask, valid)
 
     monkeypatch.setattr(SnapshotPool, "act", recording_act)
     trainer = Trainer(config(**POOL), tmp_path / "run", progress=False)
@@ -76,8 +79,8 @@ def record_moves(monkeypatch) -> list[tuple[torch.Tensor, torch.Tensor, np.ndarr
     steps = []
     act = SnapshotPool.act
 
-    def recording_act(pool, obs, actions, mask):
-        out = act(pool, obs, actions, mask)
+    def recording_act(pool, obs, actions, mask, valid=None):
+        out = act(pool, obs, actions, mask, valid)
         steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone(), pool.moves.copy(),
                       out.clone(), mask.clone()))
         return out
@@ -157,6 +160,82 @@ def test_opening_moves_are_uniform_random_legal_moves_that_no_seat_learns_from(t
         trainer.env.close()
 
 
+def test_bots_play_one_seat_when_it_is_their_move_and_never_enter_the_update(tmp_path, monkeypatch):
+    """selfplay.bot_prob = 1: every game is the learner in one seat against the bot, which is called once per move
+    of its own seat (never for a seat that is not to move: Duel's other mask is all zeros), with that row's
+    observation and legal moves; its moves are the ones sent, and its rows are never the learner's transitions."""
+    calls = []
+
+    def recording(observation, action_mask):
+        move = game_bots.uniform(observation, action_mask)
+        calls.append((observation["observation"].copy(), action_mask.copy(), move))
+        return move
+
+    monkeypatch.setattr(game_bots, "recording", recording, raising=False)
+    steps = []
+    act = SnapshotPool.act
+
+    def recording_act(pool, obs, actions, mask, valid=None):
+        out = act(pool, obs, actions, mask, valid)
+        steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone(), out.clone(), valid.clone()))
+        return out
+
+    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    cfg = config(**{"selfplay.bots": ["tests.integration.game_bots:recording"], "selfplay.bot_prob": 1.0,
+                    "env.num_envs": 4, "run.total_timesteps": 200, "run.eval_episodes": 2})
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    learner = trainer.lanes.only
+    try:
+        rows = trainer.env.reset(seed=0)
+        trainer.lanes.restart()
+        sent = []
+        for _ in range(3):
+            steps.clear()
+            calls.clear()
+            rows, _ = trainer.collect(rows)
+            valid = learner.storage.valid
+            for t, (mine, opponent, actions, to_move) in enumerate(steps):
+                assert (opponent == BOT).all()
+                assert mine.view(4, 2).sum(dim=1).tolist() == [1] * 4  # the learner plays one seat of each copy
+                assert not (valid[t] & ~mine).any(), t  # the bot's moves are no transition of the learner
+                sent += actions[~mine & to_move].tolist()
+            assert len(calls) == len(sent)  # one call per move of the bot's seat, none for a seat not to move
+            assert [c[2] for c in calls] == sent  # its moves were the ones sent
+            assert all(c[1].any() and c[1][c[2]] for c in calls)  # called with the row's legal moves
+            sent.clear()
+            trainer.lanes.update()
+        assert {1, 2} <= {c[2] for c in calls}
+    finally:
+        trainer.env.close()
+
+
+def test_a_training_bot_that_plays_an_illegal_move_is_exit_1_naming_it(tmp_path, capsys):
+    code = main(["--config", "tictactoe", "--run-dir", str(tmp_path / "run"), "--total-timesteps", "128",
+                 "--set", "env.num_envs=8", "--set", "ppo.num_steps=16", "--set", "run.loggers=[]",
+                 "--set", 'selfplay.bots=["tests.integration.game_bots:illegal"]', "--set", "selfplay.bot_prob=0.5"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1
+    assert "training opponent 'tests.integration.game_bots:illegal' played the illegal move" in last
+    assert "legal moves were" in last
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    ({"selfplay.bots": ["tests.integration.game_bots:uniform"]}, "selfplay.bots and selfplay.bot_prob go together"),
+    ({"selfplay.bot_prob": 0.5}, "selfplay.bots and selfplay.bot_prob go together"),
+    ({"selfplay.bots": ["tests.integration.game_bots:uniform"], "selfplay.bot_prob": 0.6,
+      "selfplay.random_prob": 0.5}, "add up to at most 1"),
+    ({"selfplay.bots": ["no_such_module_xyz:bot"], "selfplay.bot_prob": 0.5},
+     "selfplay.bots entry 'no_such_module_xyz:bot': cannot import 'no_such_module_xyz'"),
+    ({"selfplay.bots": ["not a name"], "selfplay.bot_prob": 0.5}, "neither \"random\" nor a bot"),
+])
+def test_bots_that_cannot_play_are_refused_in_one_line_with_exit_2(tmp_path, capsys, sets, message):
+    args = [a for k, v in sets.items() for a in ("--set", f"{k}={json.dumps(v)}")]
+    code = main(["--config", "tictactoe", "--run-dir", str(tmp_path / "run"), "--set", "run.loggers=[]", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 def test_random_prob_zero_draws_the_games_of_a_pool_without_it():
     """random_prob = 0 (the default) makes no draw of its own: a pool's opponents are those it drew before the
     option existed; 0.5 mixes uniform-random games with the pool's."""
@@ -169,6 +248,17 @@ def test_random_prob_zero_draws_the_games_of_a_pool_without_it():
     mixed = SnapshotPool(agent, load_config(None, {"selfplay.snapshot_every": 1, "selfplay.random_prob": 0.5}
                                             ).selfplay, ["a", "b"], 64, seed=3, device=torch.device("cpu"))
     assert {RANDOM, LATEST, 0} == set(mixed.opponent.tolist())
+    # bot_prob = 0 (the default) makes no draw of its own either: random_prob's games are those drawn before bots
+    rng = np.random.default_rng(3)
+    u = rng.random(64)
+    expected = np.where(u < 0.5, RANDOM, np.where(rng.random(64) < 0.5, LATEST, rng.integers(0, 1, 64)))
+    assert mixed.opponent.tolist() == expected.tolist()
+    bots = SnapshotPool(agent, load_config(None, {"selfplay.snapshot_every": 1, "selfplay.random_prob": 0.25,
+                                                  "selfplay.bot_prob": 0.5, "selfplay.bots": [
+                                                      "tests.integration.game_bots:uniform", "random"]}
+                                           ).selfplay, ["a", "b"], 4096, seed=3, device=torch.device("cpu"))
+    share = {k: float(np.mean(bots.opponent == k)) for k in (RANDOM, BOT, BOT - 1)}
+    assert abs(share[RANDOM] - 0.25) < 0.03 and abs(share[BOT] - 0.25) < 0.03 and abs(share[BOT - 1] - 0.25) < 0.03
 
 
 def test_the_pool_is_saved_in_checkpoints_and_comes_back_on_resume(tmp_path):

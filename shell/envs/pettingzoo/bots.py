@@ -1,0 +1,66 @@
+"""Scripted players for PettingZoo's classic games, to train against (``selfplay.bots``) or to evaluate against
+(``run.eval_opponents``): functions of ``(observation, action_mask)`` that return a move (:data:`shell.selfplay.Bot`).
+
+- :func:`connect_four_greedy`: connect four's column that completes four for the mover, if there is one; else a
+  uniform-random legal column. It never blocks, so it is weaker than a player that also blocks, but it takes every
+  win it is left: a learner that plays it learns to block (``configs/connect-four.toml`` trains against it in some
+  of its games).
+
+The observation is the seat's as the policy sees it: connect four's ``[6, 7, 2]`` planes (or the same flattened,
+``[84]``; plane 0 the mover's pieces, plane 1 the other seat's; row 0 the top), in a dict under ``"observation"`` or
+bare. A bot draws its random moves from its own generator, seeded once per process: a run repeats its games.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["connect_four_greedy", "connect_four_wins"]
+
+ROWS, COLUMNS = 6, 7
+_RNG = np.random.default_rng(0)
+
+
+def _planes(observation: Any) -> np.ndarray:
+    obs = observation["observation"] if isinstance(observation, dict) else observation
+    return np.asarray(obs).reshape(ROWS, COLUMNS, 2)
+
+
+def connect_four_wins(pieces: np.ndarray, filled: np.ndarray, column: int) -> bool:
+    """Whether a piece dropped into ``column`` completes four in a row for ``pieces``.
+
+    Args:
+        pieces: ``[6, 7]`` bool, the mover's pieces (row 0 the top).
+        filled: ``[6, 7]`` bool, every piece on the board.
+        column: the column, ``0..6``, with room left.
+    """
+    empty = np.flatnonzero(~filled[:, column])
+    if len(empty) == 0:
+        return False
+    row = int(empty.max())  # the piece falls to the lowest empty row
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        count = 1
+        for sign in (1, -1):
+            r, c = row + sign * dr, column + sign * dc
+            while 0 <= r < ROWS and 0 <= c < COLUMNS and pieces[r, c]:
+                count += 1
+                r, c = r + sign * dr, c + sign * dc
+        if count >= 4:
+            return True
+    return False
+
+
+def connect_four_greedy(observation: Any, action_mask: np.ndarray) -> int:
+    """A column that wins at once for the mover if there is one, else a uniform-random legal column.
+
+    Args:
+        observation: the mover's planes (see the module doc).
+        action_mask: ``[7]`` bool, the columns with room left.
+    """
+    planes = _planes(observation).astype(bool)
+    mine, filled = planes[:, :, 0], planes.any(axis=2)
+    legal = np.flatnonzero(action_mask)
+    wins = [c for c in legal.tolist() if connect_four_wins(mine, filled, c)]
+    return int(_RNG.choice(wins if wins else legal))
