@@ -296,7 +296,8 @@ class RunConfig:
                               _one_of("spawn", "offset"))
     total_timesteps: int = _field(100_000, "Env steps over all envs; rounds up to whole rollouts.", _range(1))
     device: str = _field("auto", "'cpu', 'cuda' or 'auto' (cuda when available).", _one_of("cpu", "cuda", "auto"))
-    eval_episodes: int = _field(20, "Deterministic evaluation episodes at the end (0 = none).", _range(0))
+    eval_episodes: int = _field(20, "Deterministic evaluation episodes at each evaluation (0 = none); a turn-based "
+                                    "game plays this many against each of eval_opponents.", _range(0))
     eval_max_episode_steps: int | None = _field(
         None, "Step cap of one evaluation episode, counted as truncated (absent = the env's time limit, else 10,000).",
         _range(1))
@@ -345,9 +346,10 @@ class SelfPlayConfig:
     opening_moves: int = _field(0, "The first this many moves of every training game are uniform-random legal "
                                    "moves that no seat learns from, so that the learner meets every opening "
                                    "(0 = none).", _range(0))
-    bots: list[str] = _field(attrs.Factory(list), "Bots \"module:function\" (as run.eval_opponents takes them: "
-                                                  "(observation, action_mask) -> action) that play some training "
-                                                  "games against the learner (see bot_prob).", _opponents)
+    bots: list[str] = _field(attrs.Factory(list), "Distinct bots \"module:function\" (as run.eval_opponents takes "
+                                                  "them: (observation, action_mask) -> action; \"random\": uniform "
+                                                  "legal moves) that play some training games against the learner "
+                                                  "(see bot_prob); not evaluation opponents.", _opponents)
     bot_prob: float = _field(0.0, "The chance that a game's opponent is one of bots, drawn uniformly (the learner "
                                   "plays one seat), drawn with random_prob: the two add up to at most 1 (0 = "
                                   "never).", _range(0.0, 1.0))

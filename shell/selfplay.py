@@ -73,7 +73,7 @@ def import_bots(names: Sequence[str], key: str) -> dict[str, Bot | None]:
     for name in names:
         bot = None if name == "random" else import_object(name, f"{key} entry {name!r}")
         if bot is not None and not callable(bot):
-            raise ConfigError(f"{key} entry {name!r} is a {type(bot).__name__}, not a function of "
+            raise ConfigError(f"{key} entry {name!r} is an object of type {type(bot).__name__}, not a function of "
                               "(observation, action_mask)")
         bots[name] = bot
     return bots
@@ -84,10 +84,14 @@ def bot_move(role: str, name: str, bot: Bot, obs: Any, row: int, legal: np.ndarr
     them), whose legal moves are ``legal [A]`` bool.
 
     Raises:
-        TrainingError: the bot returned an illegal move (or no integer), naming the ``role`` (``"evaluation
-            opponent"``, ``"training opponent"``), the bot and the move.
+        TrainingError: the bot returned an illegal move (or no integer), or raised, naming the ``role``
+            (``"evaluation opponent"``, ``"training opponent"``), the bot and the move (or the exception).
     """
-    move = bot(map_obs(lambda x: x[row].cpu().numpy(), obs), legal.copy())
+    try:
+        move = bot(map_obs(lambda x: x[row].cpu().numpy(), obs), legal.copy())
+    except Exception as exc:  # the bot's own fault: one line naming it, as for an illegal move
+        detail = " ".join(str(exc).split())[:200]
+        raise TrainingError(f"{role} {name!r} raised {type(exc).__name__}: {detail}") from exc
     try:
         index = operator.index(move.item() if isinstance(move, np.ndarray | torch.Tensor) else move)
     except (TypeError, ValueError):
@@ -133,8 +137,8 @@ def check_selfplay(specs: dict, recurrent: bool, uniform: bool = False) -> None:
     spec = next(iter(specs.values()))
     if not spec.turns or not spec.agents or len(spec.agents) < 2:
         raise ConfigError("[selfplay] serves turn-based games of two seats or more (env.backend = \"pettingzoo\" "
-                          "with an AEC game); set selfplay.snapshot_every, random_prob, bot_prob and opening_moves "
-                          "to 0 for this env")
+                          "with an AEC game); for this env set selfplay.snapshot_every, random_prob, bot_prob and "
+                          "opening_moves to 0 and selfplay.bots to []")
     if recurrent:
         raise ConfigError("[selfplay] plays snapshots of feed-forward policies; use policy.recurrent = \"none\"")
     if uniform and not isinstance(spec.action_space, gym.spaces.Discrete):

@@ -107,3 +107,8 @@ def illegal(observation, action_mask) -> int:
 
 
 not_a_function = 3
+
+
+def raising(observation, action_mask) -> int:
+    """A bot with a bug of its own: it raises."""
+    raise ZeroDivisionError("division by zero in the bot")

@@ -219,6 +219,20 @@ def test_a_training_bot_that_plays_an_illegal_move_is_exit_1_naming_it(tmp_path,
     assert "legal moves were" in last
 
 
+@pytest.mark.parametrize("key", ["selfplay.bots", "run.eval_opponents"])
+def test_a_bot_that_raises_is_exit_1_in_one_line_naming_it(tmp_path, capsys, key):
+    """A bug of the bot's own, in training or at evaluation: one line naming the bot and its exception."""
+    bot = "tests.integration.game_bots:raising"
+    extra = ["--set", "selfplay.bot_prob=0.5"] if key == "selfplay.bots" else ["--set", "run.eval_episodes=2"]
+    code = main(["--config", "tictactoe", "--run-dir", str(tmp_path / "run"), "--total-timesteps", "128",
+                 "--set", "env.num_envs=8", "--set", "ppo.num_steps=16", "--set", "run.loggers=[]",
+                 "--set", f'{key}=["{bot}"]', *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    role = "training opponent" if key == "selfplay.bots" else "evaluation opponent"
+    assert code == 1 and err[-1].startswith(f"error: {role} '{bot}' raised ZeroDivisionError: division by zero"), err
+    assert not any("Traceback" in line for line in err)
+
+
 @pytest.mark.parametrize(("sets", "message"), [
     ({"selfplay.bots": ["tests.integration.game_bots:uniform"]}, "selfplay.bots and selfplay.bot_prob go together"),
     ({"selfplay.bot_prob": 0.5}, "selfplay.bots and selfplay.bot_prob go together"),
