@@ -92,18 +92,21 @@ def test_the_board_is_drawn_from_the_observation_planes():
     assert lines[5] == " .  .  .  O  .  .  ." and lines[6] == " 0  1  2  3  4  5  6"
 
 
-def test_the_greedy_connect_four_bot_takes_every_win_and_otherwise_plays_every_legal_column():
+@pytest.mark.parametrize("name", ["connect_four_greedy", "connect_four_blocker"])
+def test_the_connect_four_bots_take_every_win_the_blocker_blocks_and_otherwise_they_play_every_legal_column(name):
     """On boards of random play (checked against the tests' own reference, game_bots._c4_wins): where the mover
-    can complete four, the bot plays a column that does; elsewhere it plays legal columns, all of them over the
-    boards, whichever shape the planes come in."""
+    can complete four, the bot plays a column that does; the blocker, where only the other seat can, plays a
+    column that stops it; elsewhere they play legal columns, all of them over the boards, whichever shape the
+    planes come in."""
     import numpy as np
 
-    from shell.envs.pettingzoo.bots import connect_four_greedy
+    from shell.envs.pettingzoo import bots
 
     from .game_bots import _c4_wins
 
+    bot = getattr(bots, name)
     rng = np.random.default_rng(7)
-    wins = others = 0
+    wins = blocks = others = 0
     played: set[int] = set()
     for _ in range(400):
         board = np.zeros((6, 7, 2), dtype=np.int8)  # plane 0: the mover's
@@ -116,16 +119,21 @@ def test_the_greedy_connect_four_bot_takes_every_win_and_otherwise_plays_every_l
             board = board[:, :, ::-1].copy()  # the other seat moves next
         mask = np.array([not board[0, c].any() for c in range(7)])
         winning = [c for c in range(7) if mask[c] and _c4_wins(board, 0, c)]
+        threats = [c for c in range(7) if mask[c] and _c4_wins(board, 1, c)]
         observation = {"observation": board} if rng.random() < 0.5 else board.reshape(-1)
-        move = connect_four_greedy(observation, mask.copy())
+        move = bot(observation, mask.copy())
         assert mask[move]
         if winning:
             wins += 1
             assert move in winning, (board, move, winning)
+        elif threats and name == "connect_four_blocker":
+            blocks += 1
+            assert move in threats, (board, move, threats)
         else:
             others += 1
             played.add(move)
     assert wins > 20 and others > 20 and played == set(range(7))
+    assert name != "connect_four_blocker" or blocks > 20
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,9 @@
   uniform-random legal column. It never blocks, so it is weaker than a player that also blocks, but it takes every
   win it is left: a learner that plays it learns to block (``configs/connect-four.toml`` trains against it in some
   of its games).
+- :func:`connect_four_blocker`: the greedy bot that also blocks: a winning column if there is one, else a column
+  where the other seat would win next (so a single threat never wins against it), else a uniform-random legal
+  column. A learner that plays it has to make two threats at once to win.
 
 The observation is the seat's as the policy sees it: connect four's ``[6, 7, 2]`` planes (or the same flattened,
 ``[84]``; plane 0 the mover's pieces, plane 1 the other seat's; row 0 the top), in a dict under ``"observation"`` or
@@ -17,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["connect_four_greedy", "connect_four_wins"]
+__all__ = ["connect_four_blocker", "connect_four_greedy", "connect_four_wins"]
 
 ROWS, COLUMNS = 6, 7
 _RNG = np.random.default_rng(0)
@@ -64,3 +67,21 @@ def connect_four_greedy(observation: Any, action_mask: np.ndarray) -> int:
     legal = np.flatnonzero(action_mask)
     wins = [c for c in legal.tolist() if connect_four_wins(mine, filled, c)]
     return int(_RNG.choice(wins if wins else legal))
+
+
+def connect_four_blocker(observation: Any, action_mask: np.ndarray) -> int:
+    """A column that wins at once for the mover, else one that the other seat would win with next (a random one of
+    several), else a uniform-random legal column.
+
+    Args:
+        observation: the mover's planes (see the module doc).
+        action_mask: ``[7]`` bool, the columns with room left.
+    """
+    planes = _planes(observation).astype(bool)
+    mine, theirs, filled = planes[:, :, 0], planes[:, :, 1], planes.any(axis=2)
+    legal = np.flatnonzero(action_mask).tolist()
+    for pieces in (mine, theirs):
+        hits = [c for c in legal if connect_four_wins(pieces, filled, c)]
+        if hits:
+            return int(_RNG.choice(hits))
+    return int(_RNG.choice(legal))
