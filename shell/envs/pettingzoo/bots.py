@@ -55,6 +55,19 @@ def connect_four_wins(pieces: np.ndarray, filled: np.ndarray, column: int) -> bo
     return False
 
 
+def _first_wins(observation: Any, action_mask: np.ndarray, planes_to_check: tuple[int, ...]) -> int:
+    """A legal column that completes four for the first of ``planes_to_check`` (0: the mover's pieces, 1: the other
+    seat's) that has one, drawn uniformly among them; else a uniform-random legal column."""
+    planes = _planes(observation).astype(bool)
+    filled = planes.any(axis=2)
+    legal = np.flatnonzero(action_mask)
+    for plane in planes_to_check:
+        hits = [c for c in legal.tolist() if connect_four_wins(planes[:, :, plane], filled, c)]
+        if hits:
+            return int(_RNG.choice(hits))
+    return int(_RNG.choice(legal))
+
+
 def connect_four_greedy(observation: Any, action_mask: np.ndarray) -> int:
     """A column that wins at once for the mover if there is one, else a uniform-random legal column.
 
@@ -62,11 +75,7 @@ def connect_four_greedy(observation: Any, action_mask: np.ndarray) -> int:
         observation: the mover's planes (see the module doc).
         action_mask: ``[7]`` bool, the columns with room left.
     """
-    planes = _planes(observation).astype(bool)
-    mine, filled = planes[:, :, 0], planes.any(axis=2)
-    legal = np.flatnonzero(action_mask)
-    wins = [c for c in legal.tolist() if connect_four_wins(mine, filled, c)]
-    return int(_RNG.choice(wins if wins else legal))
+    return _first_wins(observation, action_mask, (0,))
 
 
 def connect_four_blocker(observation: Any, action_mask: np.ndarray) -> int:
@@ -77,11 +86,4 @@ def connect_four_blocker(observation: Any, action_mask: np.ndarray) -> int:
         observation: the mover's planes (see the module doc).
         action_mask: ``[7]`` bool, the columns with room left.
     """
-    planes = _planes(observation).astype(bool)
-    mine, theirs, filled = planes[:, :, 0], planes[:, :, 1], planes.any(axis=2)
-    legal = np.flatnonzero(action_mask).tolist()
-    for pieces in (mine, theirs):
-        hits = [c for c in legal if connect_four_wins(pieces, filled, c)]
-        if hits:
-            return int(_RNG.choice(hits))
-    return int(_RNG.choice(legal))
+    return _first_wins(observation, action_mask, (0, 1))
