@@ -1,6 +1,6 @@
 """This checkout against an older commit, in wall time: whole training processes side by side.
 
-    python bench/vs_commit.py --old /path/to/checkout-of-32f030c [--new .] [--pairs 5] [--seed 0]
+    python bench/vs_commit.py --old /path/to/checkout-of-32f030c [--new .] [--pairs 5] [--warmup-pairs 1] [--seed 0]
                               [--python PYTHON] [--set KEY=VALUE ...] [--a-set KEY=VALUE ...]
                               [--b-set KEY=VALUE ...] [--budget NAME=STEPS ...] [--timeout 900]
                               [--out bench/results/vs_commit_<old>_<time>.json] [CONFIG ...]
@@ -8,7 +8,8 @@
 Both sides run with one interpreter (``--python``, default this one), each with PYTHONPATH set to
 its own checkout and ``python CHECKOUT/main.py`` from it, so the only difference between them is
 the code. The old checkout must accept the same command line. Without CONFIG names, every config
-in ``BUDGETS`` below is run.
+in ``BUDGETS`` below is run; the MuJoCo configs of ``LONG_RUNS`` (a million steps each) run when named,
+usually with ``--warmup-pairs 0``.
 
 For each config, A (the new checkout) and B (the old one) alternate, A B A B ...: one warm-up pair
 that is not counted (page cache, compiled bytecode), then ``--pairs`` counted pairs. Each run is
@@ -68,6 +69,14 @@ BUDGETS: dict[str, tuple[int, int]] = {
     "taxi": (100_000, 2),  # own total (49 updates)
     "pong": (6_144, 1),  # 6 updates of 8 x 128; one eval episode (an untrained policy plays long games)
     "simple-spread": (38_400, 2),  # 12 of its 157 updates
+}
+
+# The long runs (issue 37's speed bar: each at least 1.3x faster than 32f030c's shipped config), run only when
+# named: the whole million steps and the 10 evaluation episodes, as the configs train.
+LONG_RUNS: dict[str, tuple[int, int]] = {
+    "halfcheetah": (1_001_472, 10),
+    "hopper": (1_001_472, 10),
+    "walker2d": (1_001_472, 10),
 }
 
 GEOMEAN_BAR = 0.97
@@ -186,6 +195,8 @@ def main() -> int:
     parser.add_argument("--old", required=True, type=Path, help="checkout of the old commit (side B)")
     parser.add_argument("--new", type=Path, default=ROOT, help="checkout of the new code (side A; default: this one)")
     parser.add_argument("--pairs", type=int, default=MIN_PAIRS, help="counted A B pairs per config (default 5)")
+    parser.add_argument("--warmup-pairs", type=int, default=1,
+                        help="A B pairs run first and not counted (default 1; 0 for the long runs)")
     parser.add_argument("--seed", type=int, default=0, help="--seed of every run (default 0)")
     parser.add_argument("--python", default=sys.executable, help="interpreter of both sides (default: this one)")
     parser.add_argument("--set", dest="both", action="append", default=[], metavar="KEY=VALUE",
@@ -203,9 +214,12 @@ def main() -> int:
     args = parser.parse_args()
 
     names = [n.removesuffix(".toml") for n in args.configs] or list(BUDGETS)
-    unknown = [n for n in names if n not in BUDGETS]
+    budgets = {**BUDGETS, **LONG_RUNS}
+    unknown = [n for n in names if n not in budgets]
     if unknown:
-        parser.error(f"no budget for {', '.join(unknown)}; known: {', '.join(BUDGETS)}")
+        parser.error(f"no budget for {', '.join(unknown)}; known: {', '.join(budgets)}")
+    if args.warmup_pairs < 0:
+        parser.error("--warmup-pairs must be at least 0")
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
     extra_budgets = parse_budgets(args.budget)
@@ -221,34 +235,35 @@ def main() -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     out = args.out or ROOT / "bench" / "results" / f"vs_commit_{label_b[:7]}_{time.strftime('%Y%m%d_%H%M%S')}.json"
     record = {
-        "what": "whole training processes, A (new) and B (old) alternating A B A B; pair 0 is the warm-up, "
-                "not counted; ratio = B wall / A wall (old / new), above 1 = the new code is faster",
+        "what": "whole training processes, A (new) and B (old) alternating A B A B; the first warmup_pairs pairs "
+                "are not counted; ratio = B wall / A wall (old / new), above 1 = the new code is faster",
+        "warmup_pairs": args.warmup_pairs,
         "started": started, "A": {**info["A"], "overrides": sides["A"][1]},
         "B": {**info["B"], "overrides": sides["B"][1]}, "python": args.python,
         "packages": package_versions(args.python), "platform": platform.platform(),
         "processor": platform.processor(), "cpu_count": os.cpu_count(), "seed": args.seed, "pairs": args.pairs,
         "configs": {},
     }
-    print(f"A = {label_a} ({new}), B = {label_b} ({old}); {args.pairs} counted pair(s) per config after one "
-          f"warm-up pair; python {args.python}", flush=True)
+    print(f"A = {label_a} ({new}), B = {label_b} ({old}); {args.pairs} counted pair(s) per config after "
+          f"{args.warmup_pairs} warm-up pair(s); python {args.python}", flush=True)
 
     stats: dict[str, dict] = {}
     failed = False
     for name in names:
-        steps, eval_episodes = BUDGETS[name]
+        steps, eval_episodes = budgets[name]
         steps = extra_budgets.get(name, steps)
         runs: list[dict] = []
         entry = {"total_timesteps": steps, "eval_episodes": eval_episodes, "load_before": os.getloadavg(),
                  "runs": runs}
         record["configs"][name] = entry
-        for pair in range(args.pairs + 1):
+        for pair in range(1 - args.warmup_pairs, args.pairs + 1):
             for side in "AB":
                 checkout, overrides = sides[side]
                 result = run_once(args.python, checkout, name, args.seed, steps, eval_episodes, overrides,
                                   args.timeout, args.tmp_root)
                 result.update(side=side, pair=pair, load=os.getloadavg()[0])
                 runs.append(result)
-                tag = "warm-up" if pair == 0 else f"pair {pair}"
+                tag = "warm-up" if pair <= 0 else f"pair {pair}"
                 if result["returncode"] != 0:
                     print(f"{name} {tag} {side}: FAILED ({result.get('error') or 'exit ' + str(result['returncode'])})"
                           f"\n{result.get('stderr_tail', '')}", file=sys.stderr, flush=True)

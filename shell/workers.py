@@ -138,6 +138,15 @@ def _main(serve: Callable[..., Any], pipe: Any, args: tuple, parent_pid: int, de
         pipe.close()
 
 
+def split(count: int, parts: int) -> list[range]:
+    """``count`` items in ``parts`` contiguous ranges whose sizes differ by at most one, the larger first
+    (``split(7, 3)``: ``[range(0, 3), range(3, 5), range(5, 7)]``); ``parts`` is clipped to ``[1, count]``."""
+    parts = max(1, min(count, parts))
+    sizes = [count // parts + (w < count % parts) for w in range(parts)]
+    starts = [sum(sizes[:w]) for w in range(parts)]
+    return [range(start, start + size) for start, size in zip(starts, sizes, strict=True)]
+
+
 def how_it_ended(processes: Sequence[Any], wait: float = 1.0) -> str:
     """How the first ended process of ``processes`` ended, as `` (killed by SIGKILL)`` or `` (exit code 1)``;
     ``""`` when none has ended within ``wait`` seconds or the cause is unknown.

@@ -16,7 +16,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from shell.config import EnvConfig, PolicyConfig
-from shell.envs.base import backend_error, refuse_wrappers
+from shell.envs.base import backend_error, refuse_shares, refuse_wrappers
 from shell.envs.gymnasium import GymVecEnv, import_env_package
 from shell.errors import ConfigError, first_line
 
@@ -26,6 +26,7 @@ def check_config(cfg: EnvConfig) -> None:
     (this backend is the Atari chain), ``env.max_episode_steps`` (its frame limit is
     ``env.kwargs.max_num_frames_per_episode``)."""
     refuse_wrappers(cfg)
+    refuse_shares(cfg)
     if not cfg.atari:
         raise ConfigError("env.backend = 'ale' runs the Atari chain and needs env.atari = true")
     if cfg.max_episode_steps is not None:

@@ -257,6 +257,17 @@ def refuse_wrappers(cfg: EnvConfig) -> None:
         raise ConfigError(f"env.wrappers need env.backend = 'gymnasium', not {cfg.backend!r}")
 
 
+def refuse_shares(cfg: EnvConfig) -> None:
+    """For backends that step their sub-envs themselves (a C++ pool, a batch of tensors): ``env.shares`` splits
+    gymnasium's and PettingZoo's sub-envs over processes and means nothing to them.
+
+    Raises:
+        ConfigError: ``env.shares`` is set.
+    """
+    if cfg.shares is not None:
+        raise ConfigError(f"env.shares applies to env.backend = 'gymnasium' or 'pettingzoo', not {cfg.backend!r}")
+
+
 def refuse_gymnasium_settings(cfg: EnvConfig) -> None:
     """For the multi-agent backends: the settings that only gymnasium envs take.
 

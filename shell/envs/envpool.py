@@ -17,7 +17,7 @@ import gymnasium as gym
 import torch
 
 from shell.config import EnvConfig, PolicyConfig
-from shell.envs.base import backend_error, refuse_wrappers
+from shell.envs.base import backend_error, refuse_shares, refuse_wrappers
 from shell.envs.envpool_import import envpool_registration
 from shell.envs.gymnasium import GymVecEnv
 from shell.errors import ConfigError
@@ -35,6 +35,7 @@ def check_config(cfg: EnvConfig) -> None:
     """Raises ConfigError for ``env.wrappers`` (EnvPool's sub-envs are not gymnasium envs) and
     ``env.atari`` (EnvPool has its own Atari chain; use env.backend = 'ale' or 'gymnasium')."""
     refuse_wrappers(cfg)
+    refuse_shares(cfg)
     if cfg.atari:
         raise ConfigError("env.atari runs on env.backend = 'ale' or 'gymnasium', not 'envpool'")
 

@@ -25,6 +25,7 @@ from shell.actions import to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space, source_name
+from shell.envs.shards import ShardedVectorEnv, ShareError
 from shell.errors import ConfigError, TrainingError, clipped, first_line
 from shell.installation import install_hint
 from shell.observations import Obs, ObservationError, obs_layout, stack_final_obs, to_tensor
@@ -185,7 +186,9 @@ def _vector_kwargs(cfg: EnvConfig) -> dict[str, Any]:
 
 def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = None,
                     wrappers: list | None = None) -> gym.vector.VectorEnv:
-    """``gymnasium.make_vec`` of ``cfg.id`` with the config's kwargs, time limit and wrappers, SAME_STEP.
+    """``gymnasium.make_vec`` of ``cfg.id`` with the config's kwargs, time limit and wrappers, SAME_STEP; with
+    ``env.vectorization_mode = "async"`` and ``env.shares`` set, the same sub-envs in a
+    :class:`shell.envs.shards.ShardedVectorEnv` of that many shares.
 
     Raises:
         ConfigError: one line: an unknown id, a missing optional extra (naming the pip command), a
@@ -203,6 +206,12 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     try:
+        if _sharded(cfg):  # one sub-env through make_vec, for its maker and spec; then the shares of them
+            probe = gym.make_vec(cfg.id, num_envs=1, vectorization_mode="sync",
+                                 vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **kwargs)
+            make, spec = probe.env_fns[0], probe.spec
+            probe.close()
+            return ShardedVectorEnv(make, num_envs, cfg.shares, spec=spec, name=cfg.id)
         return gym.make_vec(
             cfg.id,
             num_envs=num_envs,
@@ -212,6 +221,8 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
         )
     except ConfigError:  # a user wrapper that could not be built: already one line naming it
         raise
+    except ShareError as exc:  # a worker could not make its sub-envs: already one line naming the env
+        raise ConfigError(str(exc)) from None
     except gym.error.DependencyNotInstalled as exc:
         extra = next((e for k, e in EXTRAS.items() if k in str(exc).lower()), None)
         hint = install_hint(extra) if extra else "install the package it names"
@@ -232,6 +243,11 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
             msg = (f"module {module!r} cannot be imported; put the folder that holds it on PYTHONPATH "
                    f"(or run from that folder)")
         raise ConfigError(f"cannot make env {cfg.id!r}: {msg}{where}") from None
+
+
+def _sharded(cfg: EnvConfig) -> bool:
+    """Whether the config's sub-envs are stepped in shares (:class:`shell.envs.shards.ShardedVectorEnv`)."""
+    return cfg.vectorization_mode == "async" and cfg.shares is not None
 
 
 def _names_pettingzoo_module(env_id: str) -> bool:
@@ -304,6 +320,11 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
     except Exception as exc:
         raise ConfigError(f"the env factory {source_name(factory)!r} raised "
                           f"{type(exc).__name__}: {first_line(exc)}") from None
+    if _sharded(cfg):
+        try:
+            return ShardedVectorEnv(make, num_envs, cfg.shares, name=source_name(factory))
+        except ShareError as exc:
+            raise ConfigError(str(exc)) from None
     vector_class = gym.vector.AsyncVectorEnv if cfg.vectorization_mode == "async" else gym.vector.SyncVectorEnv
     return vector_class([make] * num_envs, **_vector_kwargs(cfg))
 
@@ -315,7 +336,7 @@ def sub_env_time_limit(vector_env: gym.vector.VectorEnv) -> int | None:
     Asked through the vector env's ``call`` (the sub-envs of an async one live in its workers), with
     names every env has, so that no worker sees an exception (an async worker ends on one).
     """
-    if not isinstance(vector_env, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv):
+    if not isinstance(vector_env, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv | ShardedVectorEnv):
         return None
     try:
         if vector_env.call("has_wrapper_attr", "_max_episode_steps")[0]:
@@ -490,6 +511,8 @@ class GymVecEnv:
     def _failure(self, exc: Exception, where: str = "") -> TrainingError:
         """The one line for what ``self.env`` raised: the env's own error, or that an async worker process
         ended (killed by the OS: SIGKILL, out of memory), which reaches here as a broken pipe."""
+        if isinstance(exc, ShareError):  # a share's sub-env in a worker raised, or the worker ended: one line already
+            return TrainingError(str(exc))
         processes = getattr(self.env.unwrapped, "processes", None)
         if processes and isinstance(exc, (EOFError, ConnectionError)):
             how = how_it_ended(processes)

@@ -19,7 +19,7 @@ import torch
 from gymnasium import spaces
 
 from shell.config import EnvConfig, PolicyConfig
-from shell.envs.base import StepResult, refuse_wrappers
+from shell.envs.base import StepResult, refuse_shares, refuse_wrappers
 from shell.errors import ConfigError
 from shell.seeding import ResetSeed, base_seed
 
@@ -170,6 +170,7 @@ def check_config(cfg: EnvConfig) -> None:
     if cfg.action_mask not in ("auto", "none"):
         raise ConfigError(f"env.action_mask = {cfg.action_mask!r}: the torch-native envs have no action masks")
     refuse_wrappers(cfg)
+    refuse_shares(cfg)
     if cfg.id not in TORCH_ENVS:
         raise ConfigError(f"env.backend = 'torch' has no env {cfg.id!r}; torch envs: {sorted(TORCH_ENVS)}")
 

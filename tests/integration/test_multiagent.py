@@ -467,15 +467,16 @@ def test_a_misspelt_module_is_named_not_the_extra(tmp_path):
     assert "pip install" not in str(info.value)
 
 
-@pytest.mark.parametrize("kind", ["relay", "mixed"])
-def test_async_copies_give_the_sync_results_bit_for_bit(tmp_path, kind):
-    """env.vectorization_mode = "async" steps the copies in worker processes and this one at once: the same
-    metrics and parameters as "sync" (each copy has its own generator), with the state critic's states too."""
+@pytest.mark.parametrize(("kind", "shares"), [("relay", None), ("mixed", None), ("relay", 3)])
+def test_async_copies_give_the_sync_results_bit_for_bit(tmp_path, kind, shares):
+    """env.vectorization_mode = "async" steps the copies in worker processes and this one at once (one share per
+    CPU, or env.shares of them): the same metrics and parameters as "sync" (each copy has its own generator),
+    with the state critic's states too."""
     overrides = {"env.kwargs": {"kind": kind}, "env.num_envs": 5, "policy.critic": "state",
                  "run.total_timesteps": 120}
     sync = train(config=config(**overrides), run_dir=tmp_path / "sync", progress=False)
-    both = train(config=config(**overrides, **{"env.vectorization_mode": "async"}), run_dir=tmp_path / "async",
-                 progress=False)
+    in_shares = {"env.vectorization_mode": "async"} | ({} if shares is None else {"env.shares": shares})
+    both = train(config=config(**overrides, **in_shares), run_dir=tmp_path / "async", progress=False)
     columns = ("update", "env_steps", "policy_loss", "value_loss", "entropy", "episodic_return")
     rows = []
     for run in ("sync", "async"):

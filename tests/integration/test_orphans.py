@@ -1,6 +1,7 @@
 """Worker processes end with their parent, also after ``kill -9`` (shell.workers), and the pool's answers.
 
-A training run whose envs step in worker processes (PettingZoo copies, gymnasium's AsyncVectorEnv) is
+A training run whose envs step in worker processes (PettingZoo copies, gymnasium's AsyncVectorEnv, gymnasium
+sub-envs in shares) is
 killed with SIGKILL: within 10 s no process it started may be alive. Before shell.workers, an async
 simple-spread run left its workers alive forever (each held the parent's end of its own pipe). An async
 gymnasium run of 128 envs left about half of them: gymnasium's workers end in a chain once the pipes
@@ -120,6 +121,8 @@ RUNS = {
     "pettingzoo": ("simple-spread", ["--set", "env.num_envs=4", "--set", "ppo.num_steps=8"]),
     # gymnasium's AsyncVectorEnv; 128 workers, enough to fill the error queue gymnasium's workers write on the way out
     "gymnasium": ("cartpole", ["--set", "env.num_envs=128", "--set", "ppo.num_steps=8"]),
+    # gymnasium sub-envs in shares: this process and a shell.workers pool (shell/envs/shards.py)
+    "gymnasium-shares": ("cartpole", ["--set", "env.num_envs=16", "--set", "ppo.num_steps=8", "--set", "env.shares=3"]),
 }
 
 
@@ -341,9 +344,11 @@ def test_a_killed_worker_is_one_line_and_nothing_after_it(tmp_path, backend):
     if backend == "pettingzoo":
         pytest.importorskip("pettingzoo")
         pytest.importorskip("mpe2")
-    config, _ = RUNS[backend]
+    config, extra = RUNS[backend]
+    shares = [arg for arg in extra if arg.startswith("env.shares")]
     proc, run = start_run(tmp_path, "--config", config, "--set", 'env.vectorization_mode="async"',
-                          "--set", "env.num_envs=4", "--set", "ppo.num_steps=8", "--set", "run.torch_threads=1")
+                          "--set", "env.num_envs=4", "--set", "ppo.num_steps=8", "--set", "run.torch_threads=1",
+                          *[a for s in shares for a in ("--set", s)])
     started: dict[int, str] = {}
     try:
         wait_for(lambda: training(proc, run), 120, "the first update")

@@ -130,7 +130,7 @@ def _build(factory: Callable[..., Any], cfg: EnvConfig, num_envs: int, device: t
             from None
     if in_workers:
         def make_copies(with_state: bool) -> AsyncCopies:
-            return AsyncCopies(factory, copies, render_mode, with_state, name)
+            return AsyncCopies(factory, copies, render_mode, with_state, name, shares=cfg.shares)
 
         return ParallelVecEnv(envs[0], make_copies, copies, cfg, device, policy, name)
     return ParallelVecEnv(envs[0], lambda with_state: SyncCopies(envs, with_state), copies, cfg, device, policy,

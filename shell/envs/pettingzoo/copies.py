@@ -18,7 +18,7 @@ import numpy as np
 
 from shell.envs.pettingzoo.turns import TurnGame
 from shell.errors import ConfigError, TrainingError, first_line
-from shell.workers import WorkerPool
+from shell.workers import WorkerPool, split
 
 
 def _step_copy(env: Any, joint: dict, with_state: bool) -> tuple:
@@ -95,17 +95,14 @@ class AsyncCopies:
 
     def __init__(self, factory: Callable[..., Any], copies: int, render_mode: str | None, with_state: bool,
                  name: str, shares: int | None = None):
-        shares = max(1, min(copies, shares or os.cpu_count() or 1))
-        sizes = [copies // shares + (w < copies % shares) for w in range(shares)]
-        starts = [sum(sizes[:w]) for w in range(shares)]
+        parts = split(copies, shares or os.cpu_count() or 1)
         self.name = name
         self.local = SyncCopies([], with_state)  # share 0: stepped here
-        self.local_part = range(0, sizes[0])
-        self.slices = [range(starts[w], starts[w] + sizes[w]) for w in range(1, shares)]
-        self.pool = WorkerPool(_share, [(factory, size, render_mode, with_state) for size in sizes[1:]],
+        self.local_part, self.slices = parts[0], parts[1:]
+        self.pool = WorkerPool(_share, [(factory, len(part), render_mode, with_state) for part in self.slices],
                                name=f"ppo-core-{name}")
         try:
-            for _ in range(sizes[0]):
+            for _ in self.local_part:
                 try:
                     self.local.envs.append(make_copy(factory, render_mode))
                 except Exception as exc:
