@@ -7,8 +7,8 @@ velocity set to 0), and ``"privileged"``, the 2 velocities ``[x_dot, theta_dot]`
 velocities from its history, while the critic also reads them (Pinto et al. 2017, arXiv:1710.06542). The
 comparison, same config and seeds, the actor's inputs identical on both sides:
 
-    python bench/sweep.py cartpole-lstm --seeds 0-5 --curve-bar 475 --set run.total_timesteps=40000
-    python bench/sweep.py cartpole-lstm --seeds 0-5 --curve-bar 475 --set run.total_timesteps=40000 \\
+    python bench/sweep.py cartpole-lstm --seeds 0-5 --jobs 1 --curve-bar 475
+    python bench/sweep.py cartpole-lstm --seeds 0-5 --jobs 1 --curve-bar 475 \\
         --set 'env.id="bench.privileged_cartpole:CartPoleNoVelPrivileged-v1"' --set 'policy.critic_keys=["privileged"]'
 
 The control, ``--set 'env.kwargs={privileged="zeros"}'`` with the second command: the same Dict, network and
@@ -25,8 +25,10 @@ import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 from gymnasium.wrappers import TransformObservation
 
+from shell.envs.pomdp import HIDDEN
+
 ENV_ID = "CartPoleNoVelPrivileged-v1"
-VELOCITIES = [1, 3]  # CartPole's cart velocity and pole angular velocity
+VELOCITIES = list(HIDDEN["CartPoleNoVel-v1"][1])  # the indices CartPoleNoVel-v1 hides: x_dot, theta_dot
 
 
 def make(privileged: str = "velocities", **kwargs: Any) -> gym.Env:
