@@ -8,7 +8,7 @@ bench extra (``pip install -e ".[bench]"``).
         configs/invalid-action.toml against sb3-contrib's documented example: MaskablePPO("MlpPolicy",
         InvalidActionEnvDiscrete(dim=80, n_invalid_actions=60), gamma=0.4).learn(5_000), then
         evaluate_policy over 20 episodes (deterministic, masked).
-    python bench/masks_vs_sb3.py taxi [--seeds 0 1 2] [--sb3-steps 200000]
+    python bench/masks_vs_sb3.py taxi [--seeds 0 1 2] [--sb3-steps 200000] [--set KEY=VALUE ...]
         configs/taxi.toml against MaskablePPO on 8 envs (n_steps 256, batch 256, ent_coef 0.01, masks through
         ActionMasker from Taxi's own action_mask), 100 deterministic evaluation episodes on both sides; our
         envs count the actions they receive against their own masks (bench/illegal_counter.py).
@@ -150,6 +150,8 @@ def main() -> None:
     parser.add_argument("bench", choices=("invalid-action", "taxi", "entropy", "memory"))
     parser.add_argument("--seeds", type=int, nargs="+")
     parser.add_argument("--sb3-steps", type=int, default=200_000, help="taxi: MaskablePPO's training steps")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="taxi: an override of our config (KEY=VALUE, as main.py takes it; repeatable)")
     args = parser.parse_args()
     if args.bench == "invalid-action":
         args.seeds = args.seeds or [0, 1, 2, 3, 4]
@@ -157,7 +159,7 @@ def main() -> None:
     elif args.bench == "taxi":
         args.seeds = args.seeds or [0, 1, 2]
         out = side_by_side(args, "taxi", SB3_TAXI, [str(args.sb3_steps)],
-                           ('env.wrappers=[{class="illegal_counter:CountIllegalActions"}]',))
+                           ('env.wrappers=[{class="illegal_counter:CountIllegalActions"}]', *args.overrides))
     elif args.bench == "entropy":
         args.seeds = args.seeds or [0, 1, 2, 3, 4]
         out = own_variants(args, {"per_state": ("taxi", ()),
