@@ -153,6 +153,8 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="taxi: an override of our config (KEY=VALUE, as main.py takes it; repeatable)")
     args = parser.parse_args()
+    if args.overrides and args.bench != "taxi":
+        parser.error(f"--set applies to the taxi bench only, not {args.bench}")
     if args.bench == "invalid-action":
         args.seeds = args.seeds or [0, 1, 2, 3, 4]
         out = side_by_side(args, "invalid-action", SB3_INVALID, [])
@@ -160,6 +162,7 @@ def main() -> None:
         args.seeds = args.seeds or [0, 1, 2]
         out = side_by_side(args, "taxi", SB3_TAXI, [str(args.sb3_steps)],
                            ('env.wrappers=[{class="illegal_counter:CountIllegalActions"}]', *args.overrides))
+        out["overrides"] = args.overrides
     elif args.bench == "entropy":
         args.seeds = args.seeds or [0, 1, 2, 3, 4]
         out = own_variants(args, {"per_state": ("taxi", ()),
