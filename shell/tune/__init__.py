@@ -65,7 +65,7 @@ from shell.tune.parent import tune
 from shell.tune.settings import Settings, resolve_settings, trial_config
 from shell.tune.space import DEFAULT_SPACE, parse_space
 from shell.tune.study import _fail_unborn_trials, _is_surplus, _pruner, open_storage
-from shell.tune.worker import NO_HEARTBEAT, run_worker
+from shell.tune.worker import NO_HEARTBEAT, SURPLUS, run_worker
 
-__all__ = ["DEFAULT_SPACE", "NO_HEARTBEAT", "Settings", "_fail_unborn_trials", "_is_surplus", "_pruner", "open_storage",
-           "parse_space", "resolve_settings", "run_worker", "trial_config", "tune"]
+__all__ = ["DEFAULT_SPACE", "NO_HEARTBEAT", "SURPLUS", "Settings", "_fail_unborn_trials", "_is_surplus", "_pruner",
+           "open_storage", "parse_space", "resolve_settings", "run_worker", "trial_config", "tune"]

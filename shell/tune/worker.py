@@ -38,6 +38,9 @@ MAX_FAILURES_IN_A_ROW = 5
 NO_HEARTBEAT = "its worker stopped sending heartbeats before the trial ended (killed, hung, or its machine went down)"
 """The error a trial keeps when its worker dies: Optuna's heartbeat check fails it, and nothing else ran."""
 
+SURPLUS = "surplus"
+"""The error of a trial that found ``--trials`` others counted or started before it: it ends at once, unrun."""
+
 
 class TrialInterrupted(Exception):
     """A stop request (signal, or the parent process gone) ended a trial before its result."""
@@ -198,7 +201,7 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
     trial.set_user_attr("evals", [])  # a retry inherits its original's attributes
     trial.set_user_attr("error", NO_HEARTBEAT)  # what stays if its worker dies; any ending replaces it
     if _is_surplus(study, trial, settings.trials):
-        trial.set_user_attr("error", "surplus")
+        trial.set_user_attr("error", SURPLUS)
         raise SurplusTrial(f"{settings.trials} trials were already counted or running when it started")
     params = {p.key: p.suggest(trial) for p in settings.space}
     retry_of = _retry_of(_stored(study, trial.number))

@@ -28,7 +28,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from shell.tune import NO_HEARTBEAT, resolve_settings
+from shell.tune import NO_HEARTBEAT, SURPLUS, resolve_settings
 from shell.tune.study import load_study
 
 from .postgres_server import PostgresServer, missing_reason
@@ -77,7 +77,7 @@ def failed_apart_from_surplus(trials: list[optuna.trial.FrozenTrial], folders: l
     for t in trials:
         if t.state.name != "FAIL":
             continue
-        if t.user_attrs.get("error") == "surplus":
+        if t.user_attrs.get("error") == SURPLUS:
             assert not [f for f in folders if (f / "study" / "trials" / f"{t.number:04d}").exists()], t.number
         else:
             failed.append(t.number)
