@@ -17,6 +17,7 @@ from shell.files import atomic_write
 from shell.tune.settings import Settings, trial_config
 from shell.tune.space import Param
 from shell.tune.study import _counted, _counts, _retry_of, masked
+from shell.tune.worker import SURPLUS
 
 # Parameter importances (Optuna's fANOVA: a random forest fitted to the completed trials' scores) from fewer
 # completed trials than this are a forest fitted to a handful of points: bars that look confident and change
@@ -35,10 +36,14 @@ def write_outputs(study: Any, settings: Settings) -> dict[str, Any]:
     space = {p.key: p for p in settings.space}
     _write_trials_csv(directory / "trials.csv", trials, space)
     counts = _counts(study)
+    # a trial that gave way to another machine's on the study's last slot (worker.SURPLUS) ran nothing: it is FAIL
+    # in Optuna's terms, but no failure of a run, so the summary counts it apart
+    surplus = sum(1 for t in trials if t.state.name == "FAIL" and t.user_attrs.get("error") == SURPLUS)
     result: dict[str, Any] = {
         "study": settings.study, "storage": masked(settings.storage), "study_dir": str(directory),
         "trials": settings.trials, "counted": _counted(counts), "complete": counts["COMPLETE"],
-        "pruned": counts["PRUNED"], "failed": counts["FAIL"], "running": counts["RUNNING"],
+        "pruned": counts["PRUNED"], "failed": counts["FAIL"] - surplus, "surplus": surplus,
+        "running": counts["RUNNING"],
         "waiting": counts["WAITING"], "trials_csv": str(directory / "trials.csv"),
     }
     complete = [t for t in trials if t.state.name == "COMPLETE"]

@@ -24,6 +24,7 @@ from shell.errors import ConfigError
 from shell.tune import (
     DEFAULT_SPACE,
     NO_HEARTBEAT,
+    SURPLUS,
     Settings,
     _fail_unborn_trials,
     _is_surplus,
@@ -276,6 +277,30 @@ def test_the_importances_note_is_absent_while_importances_are_not_drawn(tmp_path
     study.tell(trial, 1.0)
     summary = write_outputs(study, settings)
     assert summary["importances_note"] is None and "importances" not in summary["plots"]
+
+
+def test_the_summary_counts_surplus_trials_apart_from_failed_ones(tmp_path):
+    """A trial that gave way on the last slot (FAIL, error SURPLUS) ran nothing: the summary's ``surplus``, not
+    ``failed``; trials.csv keeps both as FAIL with their errors."""
+    space = write(tmp_path / "space.toml", SPACE)
+    settings, _, _ = resolve_settings("cartpole", 2, [0], None, [], str(tmp_path / "d"), None, None, str(space),
+                                      None, 2)
+    Path(settings.study_dir).mkdir()
+    study = optuna.create_study(direction="maximize")
+    for error in (None, SURPLUS, "a run failed", SURPLUS, None):
+        trial = study.ask()
+        for param in settings.space:
+            param.suggest(trial)
+        if error is None:
+            study.tell(trial, 1.0)
+        else:
+            trial.set_user_attr("error", error)
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    summary = write_outputs(study, settings)
+    assert (summary["complete"], summary["failed"], summary["surplus"], summary["counted"]) == (2, 1, 2, 2)
+    rows = list(csv.DictReader(open(Path(settings.study_dir) / "trials.csv")))
+    assert [(r["state"], r["error"]) for r in rows] == [("COMPLETE", ""), ("FAIL", SURPLUS), ("FAIL", "a run failed"),
+                                                        ("FAIL", SURPLUS), ("COMPLETE", "")]
 
 
 def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_path):
