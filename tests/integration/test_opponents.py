@@ -92,12 +92,13 @@ def test_the_board_is_drawn_from_the_observation_planes():
     assert lines[5] == " .  .  .  O  .  .  ." and lines[6] == " 0  1  2  3  4  5  6"
 
 
-@pytest.mark.parametrize("name", ["connect_four_greedy", "connect_four_blocker"])
+@pytest.mark.parametrize("name", ["connect_four_greedy", "connect_four_blocker", "connect_four_careful"])
 def test_the_connect_four_bots_take_every_win_the_blocker_blocks_and_otherwise_they_play_every_legal_column(name):
     """On boards of random play (checked against the tests' own reference, game_bots._c4_wins): where the mover
-    can complete four, the bot plays a column that does; the blocker, where only the other seat can, plays a
-    column that stops it; elsewhere they play legal columns, all of them over the boards, whichever shape the
-    planes come in."""
+    can complete four, the bot plays a column that does; the blocker and the careful bot, where only the other seat
+    can, play a column that stops it; elsewhere they play legal columns, all of them over the boards, whichever
+    shape the planes come in, and the careful bot never one that lets the other seat win on top of it while
+    another column does not."""
     import numpy as np
 
     from shell.envs.pettingzoo import bots
@@ -106,9 +107,9 @@ def test_the_connect_four_bots_take_every_win_the_blocker_blocks_and_otherwise_t
 
     bot = getattr(bots, name)
     rng = np.random.default_rng(7)
-    wins = blocks = others = 0
+    wins = blocks = others = avoided = 0
     played: set[int] = set()
-    for _ in range(400):
+    for _ in range(2000 if name == "connect_four_careful" else 400):  # a give-away to avoid is rarer
         board = np.zeros((6, 7, 2), dtype=np.int8)  # plane 0: the mover's
         for _ in range(int(rng.integers(0, 30))):
             legal = [c for c in range(7) if not board[0, c].any()]
@@ -126,14 +127,32 @@ def test_the_connect_four_bots_take_every_win_the_blocker_blocks_and_otherwise_t
         if winning:
             wins += 1
             assert move in winning, (board, move, winning)
-        elif threats and name == "connect_four_blocker":
+        elif threats and name != "connect_four_greedy":
             blocks += 1
             assert move in threats, (board, move, threats)
         else:
             others += 1
             played.add(move)
+            if name == "connect_four_careful":
+                gives = [c for c in range(7) if mask[c] and _gives_a_win(board, c)]
+                if gives and len(gives) < mask.sum():
+                    avoided += 1
+                    assert move not in gives, (board, move, gives)
     assert wins > 20 and others > 20 and played == set(range(7))
-    assert name != "connect_four_blocker" or blocks > 20
+    assert name == "connect_four_greedy" or blocks > 20
+    assert name != "connect_four_careful" or avoided > 20
+
+
+def _gives_a_win(board, column):
+    """Whether the mover's piece in ``column`` lets the other seat complete four with its piece on top of it."""
+    import numpy as np
+
+    from .game_bots import _c4_wins
+
+    after = board.copy()
+    rows = np.flatnonzero(~after[:, column].any(axis=1))
+    after[int(rows.max()), column, 0] = 1
+    return _c4_wins(after, 1, column)  # False when the column is now full
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,9 @@
 - :func:`connect_four_blocker`: the greedy bot that also blocks: a winning column if there is one, else a column
   where the other seat would win next (so a single threat never wins against it), else a uniform-random legal
   column. A learner that plays it has to make two threats at once to win.
+- :func:`connect_four_careful`: the blocker that also looks one move further: of the columns left after it finds no
+  win and no block, it plays one that does not let the other seat win on top of its own piece, when there is one. A
+  learner that plays it can no longer wait for a random move to open a win: it has to build threats it can keep.
 
 The observation is the seat's as the policy sees it: connect four's ``[6, 7, 2]`` planes (or the same flattened,
 ``[84]``; plane 0 the mover's pieces, plane 1 the other seat's; row 0 the top), in a dict under ``"observation"`` or
@@ -20,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["connect_four_blocker", "connect_four_greedy", "connect_four_wins"]
+__all__ = ["connect_four_blocker", "connect_four_careful", "connect_four_greedy", "connect_four_wins"]
 
 ROWS, COLUMNS = 6, 7
 _RNG = np.random.default_rng(0)
@@ -55,17 +58,27 @@ def connect_four_wins(pieces: np.ndarray, filled: np.ndarray, column: int) -> bo
     return False
 
 
-def _first_wins(observation: Any, action_mask: np.ndarray, planes_to_check: tuple[int, ...]) -> int:
-    """A legal column that completes four for the first of ``planes_to_check`` (0: the mover's pieces, 1: the other
-    seat's) that has one, drawn uniformly among them; else a uniform-random legal column."""
+def _board(observation: Any, action_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The planes ``[6, 7, 2]`` bool, every piece ``[6, 7]`` bool and the legal columns."""
     planes = _planes(observation).astype(bool)
-    filled = planes.any(axis=2)
-    legal = np.flatnonzero(action_mask)
+    return planes, planes.any(axis=2), np.flatnonzero(action_mask).tolist()
+
+
+def _winning(planes: np.ndarray, filled: np.ndarray, legal: list[int], planes_to_check: tuple[int, ...]) -> int | None:
+    """A legal column that completes four for the first of ``planes_to_check`` (0: the mover's pieces, 1: the other
+    seat's) that has one, drawn uniformly among them; None when none has."""
     for plane in planes_to_check:
-        hits = [c for c in legal.tolist() if connect_four_wins(planes[:, :, plane], filled, c)]
+        hits = [c for c in legal if connect_four_wins(planes[:, :, plane], filled, c)]
         if hits:
             return int(_RNG.choice(hits))
-    return int(_RNG.choice(legal))
+    return None
+
+
+def _first_wins(observation: Any, action_mask: np.ndarray, planes_to_check: tuple[int, ...]) -> int:
+    """:func:`_winning`, else a uniform-random legal column."""
+    planes, filled, legal = _board(observation, action_mask)
+    column = _winning(planes, filled, legal, planes_to_check)
+    return int(_RNG.choice(legal)) if column is None else column
 
 
 def connect_four_greedy(observation: Any, action_mask: np.ndarray) -> int:
@@ -87,3 +100,26 @@ def connect_four_blocker(observation: Any, action_mask: np.ndarray) -> int:
         action_mask: ``[7]`` bool, the columns with room left.
     """
     return _first_wins(observation, action_mask, (0, 1))
+
+
+def connect_four_careful(observation: Any, action_mask: np.ndarray) -> int:
+    """A column that wins at once for the mover, else one that the other seat would win with next, else a
+    uniform-random legal column after which the other seat cannot win at once on top of it (any legal column when
+    every one gives that win away).
+
+    Args:
+        observation: the mover's planes (see the module doc).
+        action_mask: ``[7]`` bool, the columns with room left.
+    """
+    planes, filled, legal = _board(observation, action_mask)
+    column = _winning(planes, filled, legal, (0, 1))
+    if column is not None:
+        return column
+    safe = []
+    for column in legal:
+        row = int(np.flatnonzero(~filled[:, column]).max())
+        after = filled.copy()
+        after[row, column] = True  # the mover's piece; the other seat's next piece in this column lands above it
+        if not connect_four_wins(planes[:, :, 1], after, column):
+            safe.append(column)
+    return int(_RNG.choice(safe or legal))
