@@ -137,3 +137,16 @@ def test_resume_with_the_same_total_again_finishes_and_a_smaller_one_is_refused(
     assert json.loads(again.stdout.strip().splitlines()[-1])["env_steps"] == 256
     fewer = main("--resume", str(run), "--total-timesteps", "150")
     assert fewer.returncode == 2 and "is fewer" in fewer.stderr.strip().splitlines()[-1]
+
+
+def test_resume_of_a_run_killed_before_its_first_checkpoint_says_so_in_one_line(main, tmp_path):
+    """A run dir with its config and metrics but no checkpoint yet (a kill before the first one): exit 2, one line
+    naming the missing checkpoint and what to do instead."""
+    run = tmp_path / "run"
+    assert main(*ARGS[:-1], "128", "--set", "run.eval_episodes=1", "--run-dir", str(run)).returncode == 0
+    for checkpoint in (run / "checkpoints").glob("ckpt_*.pt"):
+        checkpoint.unlink()
+    resumed = main("--resume", str(run), "--total-timesteps", "256")
+    line = resumed.stderr.strip().splitlines()[-1]
+    assert resumed.returncode == 2 and line.startswith("error: --resume"), resumed.stderr[-2000:]
+    assert "no checkpoint" in line and "before writing its first" in line and "without --resume" in line
