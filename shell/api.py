@@ -262,11 +262,13 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ConfigError(f"--resume {run_dir}: no such run dir")
-    if not any((run_dir / "checkpoints").glob("ckpt_*.pt")):  # e.g. killed before its first checkpoint
-        raise ConfigError(f"--resume {run_dir}: no checkpoint (ckpt_*.pt) in {run_dir / 'checkpoints'}: the run "
-                          "stopped before writing its first (every run.checkpoint_every updates); train it again, "
-                          "without --resume, into a new or empty run dir")
-    path, state = read_checkpoint(latest_checkpoint(run_dir / "checkpoints"))
+    try:
+        latest = latest_checkpoint(run_dir / "checkpoints")
+    except ConfigError as error:  # e.g. killed before its first checkpoint
+        raise ConfigError(f"--resume {run_dir}: {error}: the run stopped before writing its first (every "
+                          "run.checkpoint_every updates); train it again, without --resume, into a new or empty "
+                          "run dir") from None
+    path, state = read_checkpoint(latest)
     kind = state.get("env_source")
     require_env(run_dir, state, env, f"resume it from Python: shell.resume({str(run_dir)!r}, env={{env}})")
     config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
