@@ -8,8 +8,8 @@
 Both sides run with one interpreter (``--python``, default this one), each with PYTHONPATH set to
 its own checkout and ``python CHECKOUT/main.py`` from it, so the only difference between them is
 the code. The old checkout must accept the same command line. Without CONFIG names, every config
-in ``BUDGETS`` below is run; the MuJoCo configs of ``LONG_RUNS`` (a million steps each) run when named,
-usually with ``--warmup-pairs 0``.
+in ``BUDGETS`` below is run; the MuJoCo configs of ``LONG_RUNS`` (a million steps each, usually with
+``--warmup-pairs 0``) and the turn-based games of ``GAMES`` run when named.
 
 For each config, A (the new checkout) and B (the old one) alternate, A B A B ...: one warm-up pair
 that is not counted (page cache, compiled bytecode), then ``--pairs`` counted pairs. Each run is
@@ -77,6 +77,12 @@ LONG_RUNS: dict[str, tuple[int, int]] = {
     "halfcheetah": (1_001_472, 10),
     "hopper": (1_001_472, 10),
     "walker2d": (1_001_472, 10),
+}
+
+# The turn-based games (issue 36), run only when named: a tenth of connect four's 600,000 moves; tic-tac-toe whole.
+GAMES: dict[str, tuple[int, int]] = {
+    "connect-four": (61_440, 2),
+    "tictactoe": (300_000, 2),
 }
 
 GEOMEAN_BAR = 0.97
@@ -214,7 +220,7 @@ def main() -> int:
     args = parser.parse_args()
 
     names = [n.removesuffix(".toml") for n in args.configs] or list(BUDGETS)
-    budgets = {**BUDGETS, **LONG_RUNS}
+    budgets = {**BUDGETS, **LONG_RUNS, **GAMES}
     unknown = [n for n in names if n not in budgets]
     if unknown:
         parser.error(f"no budget for {', '.join(unknown)}; known: {', '.join(budgets)}")

@@ -131,6 +131,16 @@ def _opponents(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 _opponents.allowed = 'a list of "random" and "module:function" bots'
 
 
+def _import_name(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """A ``"module.path:function"`` name (whether it imports is checked at start-up, where the run is built)."""
+    if value is not None and not WRAPPER_CLASS.match(value):
+        raise ConfigError(f"{_key(attribute)} = {value!r}: needs a function \"module.path:function\", e.g. "
+                          "\"shell.envs.pettingzoo.symmetries:connect_four_mirror\"")
+
+
+_import_name.allowed = 'a function "module.path:function"'
+
+
 def _key(attribute: attrs.Attribute) -> str:
     return f"{attribute.metadata.get('section', '?')}.{attribute.name}"
 
@@ -286,6 +296,10 @@ class PPOConfig:
                                             "1e-2] (absent = a fixed or annealed rate).", _range(0.0, lo_open=True))
     value_norm: bool = _field(False, "Train the critic on returns normalised by their running mean and std and "
                                      "rescale its outputs (MAPPO's ValueNorm; saved in checkpoints).")
+    symmetry: str | None = _field(None, "Symmetry augmentation (as rsl_rl's): \"module:function\" mapping a "
+                                        "minibatch's (obs, raw_actions, action_mask) to their mirror images; each row "
+                                        "of every minibatch is replaced by its image with probability 1/2, its old "
+                                        "log-prob, value and advantage kept (absent = off).", _import_name)
 
 
 @_section("run")
@@ -350,6 +364,9 @@ class SelfPlayConfig:
     opening_moves: int = _field(0, "The first this many moves of every training game are uniform-random legal "
                                    "moves that no seat learns from, so that the learner meets every opening "
                                    "(0 = none).", _range(0))
+    vary_openings: bool = _field(False, "Each training game's random opening is 0 to opening_moves moves long, "
+                                        "drawn uniformly per game, so that the learner also meets the positions "
+                                        "before them (false: every opening is opening_moves long).")
     bots: list[str] = _field(attrs.Factory(list), "Distinct bots \"module:function\" (as run.eval_opponents takes "
                                                   "them: (observation, action_mask) -> action; \"random\": uniform "
                                                   "legal moves) that play some training games against the learner "
@@ -362,6 +379,9 @@ class SelfPlayConfig:
         if self.random_prob + self.bot_prob > 1.0:
             raise ConfigError(f"selfplay.random_prob + selfplay.bot_prob = {self.random_prob + self.bot_prob:g}: "
                               "the chances of a game against random moves and against a bot add up to at most 1")
+        if self.vary_openings and self.opening_moves == 0:
+            raise ConfigError("selfplay.vary_openings = true draws each opening's length from 0 to "
+                              "selfplay.opening_moves, which is 0: set opening_moves >= 1")
         if bool(self.bots) != (self.bot_prob > 0):
             raise ConfigError("selfplay.bots and selfplay.bot_prob go together: set both (bots = "
                               "[\"my_bots:greedy\"], bot_prob > 0) or neither")
@@ -405,6 +425,13 @@ class Config:
         if self.ppo.desired_kl is not None and self.ppo.anneal_lr:
             raise ConfigError(f"ppo.desired_kl = {self.ppo.desired_kl} sets the learning rate from the KL; it cannot "
                               "be combined with ppo.anneal_lr = true")
+        if self.ppo.symmetry is not None and self.policy.recurrent != "none":
+            raise ConfigError(f"ppo.symmetry = {self.ppo.symmetry!r} mirrors single steps; a recurrent policy "
+                              f"(policy.recurrent = {self.policy.recurrent!r}) trains on sequences: leave one out")
+        if self.ppo.symmetry is not None and self.env.normalize_obs:
+            raise ConfigError(f"ppo.symmetry = {self.ppo.symmetry!r} mirrors the observations the policy reads, and "
+                              "the mirror of a normalised observation is not the normalised mirror: set "
+                              "env.normalize_obs = false")
         if self.policy.critic_keys is not None and (self.policy.share_encoder or self.policy.share_rnn):
             shared = "share_encoder" if self.policy.share_encoder else "share_rnn"
             raise ConfigError(f"policy.critic_keys = {self.policy.critic_keys!r} gives the critic inputs the actor "

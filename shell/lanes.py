@@ -22,6 +22,7 @@ from gymnasium import spaces
 from shell.checkpoint import space_to_data
 from shell.config import Config
 from shell.distributed import Dist
+from shell.envs import import_object
 from shell.envs.base import LaneEnv, Rows
 from shell.errors import ConfigError
 from shell.inference import agent_for_spaces
@@ -66,7 +67,11 @@ class Lane:
         self.ent_coef = config.ppo.ent_coef if config.ppo.ent_coef is not None else default_ent_coef(agent.action_space)
         dist.broadcast_parameters(agent)
         seq_len = (config.policy.seq_len or config.ppo.num_steps) if agent.recurrent else 0
-        self.ppo = PPO(agent, config.ppo, self.ent_coef, generator, dist, seq_len, config.run.compile)
+        symmetry = None if config.ppo.symmetry is None else import_object(config.ppo.symmetry, "ppo.symmetry")
+        if symmetry is not None and not callable(symmetry):
+            raise ConfigError(f"ppo.symmetry = {config.ppo.symmetry!r} is an object of type "
+                              f"{type(symmetry).__name__}, not a function of (obs, raw_actions, action_mask)")
+        self.ppo = PPO(agent, config.ppo, self.ent_coef, generator, dist, seq_len, config.run.compile, symmetry)
         # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
         state = agent.initial_state(1, device)
         # one storage row per env row: a multi-agent env's copies times the lane's agents

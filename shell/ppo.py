@@ -13,6 +13,7 @@ from torch import nn
 import core
 from shell.config import PPOConfig
 from shell.distributed import Dist
+from shell.errors import TrainingError, first_line
 from shell.optim import Adam
 from shell.storage import RolloutStorage
 
@@ -28,7 +29,8 @@ class PPO:
     """
 
     def __init__(self, agent: nn.Module, cfg: PPOConfig, ent_coef: float, generator: torch.Generator | None = None,
-                 dist: Dist | None = None, seq_len: int = 0, compile: bool = False):
+                 dist: Dist | None = None, seq_len: int = 0, compile: bool = False,
+                 symmetry: Callable[..., Any] | None = None):
         self.agent = agent
         self.seq_len = seq_len  # recurrent policies: update on sequences of this many steps (0: single steps)
         self.cfg = cfg
@@ -43,6 +45,8 @@ class PPO:
         #: ``ppo.value_norm``: the policy's running statistics of the returns (None without it)
         self.value_normalizer = getattr(agent, "value_normalizer", None)
         self._evaluate_kw = {"rpo_alpha": cfg.rpo_alpha} if cfg.rpo_alpha else {}
+        #: ``ppo.symmetry``: the imported function that mirrors a minibatch (None: off)
+        self.symmetry = symmetry
         #: ``run.compile``: the minibatch loss and the gradient clip through ``torch.compile`` (None: eager)
         self.compiled: dict[str, Callable[..., Any]] | None = None
         if compile:
@@ -53,6 +57,45 @@ class PPO:
         if self.seq_len:
             return storage.sequence_minibatches(self.cfg.num_minibatches, self.seq_len, self.generator)
         return storage.minibatches(self.cfg.num_minibatches, self.generator)
+
+    def _mirrored(self, mb: dict[str, Any]) -> dict[str, Any]:
+        """``ppo.symmetry``: the minibatch with each row replaced by its mirror image with probability 1/2, drawn
+        ``[B]`` from the run's generator; the observation, raw action and mask of a row are replaced together, and
+        its old log-prob, value, advantage and return kept, as rsl_rl's symmetry augmentation does ("Symmetry
+        Considerations for Learning Task Symmetric Robot Policies", Mittal et al., ICRA 2024, arXiv:2403.04359).
+        The kept old log-prob is the right one: the mirrored move was drawn by the mirrored policy with it.
+
+        Raises:
+            TrainingError: the function raises, or does not return ``(obs, raw_actions, action_mask)`` of the
+                shapes and dtypes it was given.
+        """
+        obs, actions, mask = mb["obs"], mb["raw_actions"], mb.get("action_masks")
+        name = self.cfg.symmetry
+        try:
+            image = self.symmetry(obs, actions, mask)
+        except Exception as exc:  # a mirror of another game (connect four's on tic-tac-toe), a bug in a user's
+            raise TrainingError(f"ppo.symmetry {name!r} raised {first_line(exc, with_type=True)}") from exc
+        if not isinstance(image, tuple) or len(image) != 3:
+            raise TrainingError(f"ppo.symmetry {name!r} returned {type(image).__name__}, not the tuple "
+                                "(obs, raw_actions, action_mask)")
+        for what, given, got in zip(("obs", "raw_actions", "action_mask"), (obs, actions, mask), image, strict=True):
+            for key, a, b in _parts(given, got):
+                if not isinstance(b, torch.Tensor) or b.shape != a.shape or b.dtype != a.dtype:
+                    found = f"{tuple(b.shape)} {b.dtype}" if isinstance(b, torch.Tensor) else type(b).__name__
+                    raise TrainingError(f"ppo.symmetry {name!r} returned {what}{key} as {found}, not "
+                                        f"{tuple(a.shape)} {a.dtype} as given")
+        flip = torch.rand(len(actions), generator=self.generator, device=actions.device) < 0.5
+
+        def pick(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.where(flip.view(-1, *(1,) * (a.dim() - 1)), b, a)
+
+        out = dict(mb)
+        out["obs"] = {k: pick(v, image[0][k]) for k, v in obs.items()} if isinstance(obs, dict) \
+            else pick(obs, image[0])
+        out["raw_actions"] = pick(actions, image[1])
+        if mask is not None:
+            out["action_masks"] = pick(mask, image[2])
+        return out
 
     def set_learning_rate(self, lr: float) -> None:
         if self.compiled is not None and isinstance(self.optimizer.lr, torch.Tensor):
@@ -162,6 +205,8 @@ class PPO:
             epoch_kl = torch.zeros((), device=sums.device)
             n_mb = 0
             for mb in self._minibatches(storage):
+                if self.symmetry is not None:
+                    mb = self._mirrored(mb)
                 mask = mb.get("action_masks")  # each stored action is scored under the mask it was drawn with
                 if self.seq_len:
                     new_log_prob, entropy, new_value = self.agent.evaluate_sequences(
@@ -226,6 +271,17 @@ class PPO:
         if adaptive:
             out["learning_rate"] = self._adaptive_lr(sums.device).detach().clone()  # where the KL rule left it
         return out
+
+
+def _parts(given: Any, got: Any) -> list[tuple[str, Any, Any]]:
+    """``(key, given part, returned part)`` for a tensor (key ``""``), a dict of tensors (``"['k']"``) or None,
+    for :meth:`PPO._mirrored`'s check of what a symmetry function returned."""
+    if given is None:
+        return [] if got is None else [("", torch.empty(0), got)]
+    if isinstance(given, dict):
+        got = got if isinstance(got, dict) else {}
+        return [(f"[{k!r}]", v, got.get(k)) for k, v in given.items()]
+    return [("", given, got)]
 
 
 REFUSED_WHY = "their valid rows are picked with data-dependent shapes, a new graph per minibatch"

@@ -12,8 +12,10 @@ observation and mask, as ``run.eval_opponents`` takes them; :data:`BOT`), and on
 one from game to game in each copy.
 With ``selfplay.opening_moves = k``, the first k moves of every game, whoever plays it, are uniform-random legal
 moves that no seat learns from (random openings, as game-playing programs use to cover the openings their own play
-never reaches). An opponent's rows are acted on by the opponent (a snapshot samples its policy under the row's mask,
-with its own observation statistics) and are not ``valid`` for the learner, so they enter no update, no normaliser
+never reaches); with ``selfplay.vary_openings`` each game's opening is 0 to k moves long, drawn uniformly per game,
+so that the positions before the k-th move are met too (an evaluation game starts from the empty board). An
+opponent's rows are acted on by the opponent (a snapshot samples its policy under the row's mask, with its own
+observation statistics) and are not ``valid`` for the learner, so they enter no update, no normaliser
 and no advantage (:func:`core.turn_gae` sees only the learner's turns). Every ``snapshot_every`` updates the
 learner's weights join the pool (the oldest leaves past ``pool_size``); the pool starts with the initial policy. The
 pool, and where its random streams stand, is in every checkpoint.
@@ -164,6 +166,8 @@ class SnapshotPool:
             :data:`LATEST`).
         learner_seat: ``[E]`` the seat the learner plays in each copy (every seat where the opponent is LATEST).
         moves: ``[E]`` the moves made so far in each copy's game (the first ``opening_moves`` are at random).
+        opening_length: ``[E]`` how many random moves open each copy's game: ``opening_moves``, or with
+            ``selfplay.vary_openings`` a uniform draw from 0 to ``opening_moves`` per game.
     """
 
     def __init__(self, agent: ActorCritic, cfg: SelfPlayConfig, seats: list[str], copies: int, seed: int,
@@ -180,6 +184,7 @@ class SnapshotPool:
         self.learner_seat = np.arange(copies) % len(self.seats)
         self.opponent = np.full(copies, LATEST)
         self.moves = np.zeros(copies, dtype=np.int64)
+        self.opening_length = np.full(copies, cfg.opening_moves, dtype=np.int64)
         self.restart()
 
     # ------------------------------------------------------------------ the pool
@@ -227,6 +232,8 @@ class SnapshotPool:
         """The envs were reset: every copy draws its opponent for its new game."""
         self.opponent = self._draw(self.copies)
         self.moves = np.zeros(self.copies, dtype=np.int64)
+        if self.cfg.vary_openings:
+            self.opening_length = self.rng.integers(0, self.cfg.opening_moves + 1, self.copies)
 
     def games_ended(self, ended: torch.Tensor) -> None:
         """``ended [E]`` bool, after each move: those copies start a new game: the learner moves to the next seat,
@@ -236,6 +243,8 @@ class SnapshotPool:
         if done.any():
             self.learner_seat[done] = (self.learner_seat[done] + 1) % len(self.seats)
             self.opponent[done] = self._draw(int(done.sum()))
+            if self.cfg.vary_openings:
+                self.opening_length[done] = self.rng.integers(0, self.cfg.opening_moves + 1, int(done.sum()))
 
     @property
     def learner_rows(self) -> torch.Tensor:
@@ -294,8 +303,9 @@ class SnapshotPool:
         return out.to(actions.device)
 
     def _past_opening(self) -> np.ndarray:
-        """``[E]`` bool: the copies whose game is past its ``opening_moves`` random moves."""
-        return self.moves >= self.cfg.opening_moves
+        """``[E]`` bool: the copies whose game is past its random opening (``opening_moves`` moves, or with
+        ``vary_openings`` its own length)."""
+        return self.moves >= self.opening_length
 
     def _uniform(self, actions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """``[E * S]`` a uniform draw among each row's legal actions (``mask [E * S, A]``; None: all legal)."""

@@ -3,6 +3,7 @@ rows enter no update, the pool comes back on --resume, and games the pool cannot
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -158,6 +159,42 @@ def test_opening_moves_are_uniform_random_legal_moves_that_no_seat_learns_from(t
         assert pool.snapshots == [] and pool.opponent.tolist() == [LATEST] * 4
     finally:
         trainer.env.close()
+
+
+def test_varied_openings_are_each_games_own_length_from_0_to_opening_moves(tmp_path, monkeypatch):
+    """selfplay.vary_openings with opening_moves = 3: each game of Duel (5 moves) draws its opening's length from 0 to
+    3, all four lengths occur and it holds for the whole game; a copy's moves before that length are no seat's,
+    after it the learner plays every seat; and nothing else changes where it is off (the fixed length)."""
+    lengths = []
+    act = SnapshotPool.act
+
+    def recording_act(pool, obs, actions, mask, valid=None):
+        lengths.append((pool.opening_length.copy(), pool.moves.copy(), pool.learner_rows.clone()))
+        return act(pool, obs, actions, mask, valid)
+
+    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    cfg = config(**{"selfplay.opening_moves": 3, "selfplay.vary_openings": True, "env.num_envs": 4,
+                    "run.total_timesteps": 200, "run.eval_episodes": 0})
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    try:
+        rows = trainer.env.reset(seed=0)
+        trainer.lanes.restart()
+        for _ in range(3):
+            rows, _ = trainer.collect(rows)
+            trainer.lanes.update()
+    finally:
+        trainer.env.close()
+    seen = set()
+    for (length, moves, mine), (next_length, next_moves, _) in itertools.pairwise(lengths):
+        in_opening = torch.as_tensor(moves < length)
+        assert not mine.view(4, 2)[in_opening].any() and mine.view(4, 2)[~in_opening].all()
+        same_game = next_moves == moves + 1
+        assert (next_length[same_game] == length[same_game]).all()  # a game keeps its length
+        seen.update(length.tolist())
+    assert seen == {0, 1, 2, 3}
+    with pytest.raises(ConfigError, match=r"selfplay\.vary_openings = true draws each opening's length from 0 to "
+                                          r"selfplay\.opening_moves, which is 0"):
+        config(**{"selfplay.vary_openings": True, "selfplay.random_prob": 0.5})
 
 
 def test_bots_play_one_seat_when_it_is_their_move_and_never_enter_the_update(tmp_path, monkeypatch):
