@@ -101,7 +101,7 @@ def test_an_unknown_key_without_a_close_match_is_refused_in_one_short_line():
         apply_overrides({}, {"ppo.batch_size": 64})
     message = str(info.value)
     assert message == ("overrides key 'ppo.batch_size': unknown key ppo.batch_size; known: adam_eps, anneal_lr, "
-                       "clip_coef, clip_vloss, desired_kl, ent_coef, gae_lambda, gamma, ... (11 more)")
+                       "clip_coef, clip_vloss, desired_kl, ent_coef, gae_lambda, gamma, ... (12 more)")
     assert len("error: " + message) <= 200
 
 
