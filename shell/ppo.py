@@ -79,6 +79,9 @@ class PPO:
             raise TrainingError(f"ppo.symmetry {name!r} returned {type(image).__name__}, not the tuple "
                                 "(obs, raw_actions, action_mask)")
         for what, given, got in zip(("obs", "raw_actions", "action_mask"), (obs, actions, mask), image, strict=True):
+            if given is None and got is not None:  # a game without masks has none to mirror
+                raise TrainingError(f"ppo.symmetry {name!r} returned {what} as {type(got).__name__}, not None as "
+                                    "given (the game has no masks)")
             for key, a, b in _parts(given, got):
                 if not isinstance(b, torch.Tensor) or b.shape != a.shape or b.dtype != a.dtype:
                     found = f"{tuple(b.shape)} {b.dtype}" if isinstance(b, torch.Tensor) else type(b).__name__
@@ -274,10 +277,10 @@ class PPO:
 
 
 def _parts(given: Any, got: Any) -> list[tuple[str, Any, Any]]:
-    """``(key, given part, returned part)`` for a tensor (key ``""``), a dict of tensors (``"['k']"``) or None,
-    for :meth:`PPO._mirrored`'s check of what a symmetry function returned."""
+    """``(key, given part, returned part)`` for a tensor (key ``""``), a dict of tensors (``"['k']"``) or None (no
+    parts), for :meth:`PPO._mirrored`'s check of what a symmetry function returned."""
     if given is None:
-        return [] if got is None else [("", torch.empty(0), got)]
+        return []
     if isinstance(given, dict):
         got = got if isinstance(got, dict) else {}
         return [(f"[{k!r}]", v, got.get(k)) for k, v in given.items()]

@@ -119,6 +119,9 @@ def test_each_minibatch_row_is_replaced_whole_by_its_image_with_probability_one_
                          {"obs": mb["obs"]["observation"], "raw_actions": mb["raw_actions"]})
     assert torch.equal(bare["obs"] != mb["obs"]["observation"], (bare["raw_actions"] != mb["raw_actions"])[:, None]
                        .expand(n, 3)) and "action_masks" not in bare
+    with pytest.raises(TrainingError, match="returned action_mask as Tensor, not None as given"):
+        PPO._mirrored(mirroring(lambda o, a, m: (o, a, torch.ones(n, 7, dtype=torch.bool)), f"{HERE}:bad"),
+                      {"obs": mb["obs"]["observation"], "raw_actions": mb["raw_actions"]})
 
 
 @pytest.mark.parametrize(("symmetry", "message"), [
