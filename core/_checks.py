@@ -13,7 +13,10 @@ import torch
 def check_same_shape(**tensors: torch.Tensor) -> None:
     """Raise ``ValueError`` unless every named tensor has the same shape."""
     shapes = {name: tuple(t.shape) for name, t in tensors.items()}
-    if len(set(shapes.values())) > 1:
+    # compared with the first, not hashed into a set: under torch.compile hashing a symbolic size fixes it to its
+    # value (a graph per minibatch size where the rows vary), comparing keeps it symbolic
+    first = next(iter(shapes.values()), None)
+    if any(s != first for s in shapes.values()):
         listed = ", ".join(f"{name} {list(s)}" for name, s in shapes.items())
         raise ValueError(f"shape mismatch: {listed}; these must all have the same shape")
 

@@ -115,6 +115,28 @@ def test_compiled_updates_with_masks_and_with_lanes_equal_eager_ones(tmp_path):
     trainer.env.close()
 
 
+def test_minibatches_of_a_new_size_compile_one_graph_and_then_none(tmp_path):
+    """Where the rows vary in number (a turn-based game's learner against opponents, agents that leave), so do the
+    minibatches: the second size makes dynamo's batch dimension symbolic, and no later size builds a graph (a size
+    that a check hashed into a set stayed fixed: a graph per size, past dynamo's recompile limit)."""
+    config = load_config("tictactoe", {"env.num_envs": 8, "ppo.num_steps": 16, "ppo.num_minibatches": 2,
+                                       "ppo.update_epochs": 1, "policy.hidden_sizes": [16], "run.eval_episodes": 0,
+                                       "run.loggers": [], "run.compile": True})
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    lane = trainer.lanes.only
+    rows = trainer.env.reset(seed=0)
+    sizes, built = [], []
+    for _ in range(6):
+        rows, _ = trainer.collect(rows)
+        sizes.append(int(lane.storage.valid.sum()))
+        before = graphs()
+        lane.ppo.update(lane.storage)
+        built.append(graphs() - before)
+    trainer.env.close()
+    assert len(set(sizes)) >= 4, sizes  # the opponents' rows leave a different count each rollout
+    assert built[0] >= 1 and sum(built[1:]) <= 1, (sizes, built)  # after the first size, one graph at most
+
+
 def test_a_compiled_run_checkpoints_resumes_and_exports_without_orig_mod(tmp_path):
     run = tmp_path / "run"
     config = load_config(None, {**PENDULUM, "run.total_timesteps": 256, "run.checkpoint_every": 1})
