@@ -133,8 +133,11 @@ def test_minibatches_of_a_new_size_compile_one_graph_and_then_none(tmp_path):
         lane.ppo.update(lane.storage)
         built.append(graphs() - before)
     trainer.env.close()
+    assert lane.ppo.compiled is not None
     assert len(set(sizes)) >= 4, sizes  # the opponents' rows leave a different count each rollout
-    assert built[0] >= 1 and sum(built[1:]) <= 1, (sizes, built)  # after the first size, one graph at most
+    # after the first size one graph at most (the first may come from dynamo's cache: an earlier test's policy of
+    # the same shapes in this process)
+    assert sum(built[1:]) <= 1, (sizes, built)
 
 
 def test_a_compiled_run_checkpoints_resumes_and_exports_without_orig_mod(tmp_path):
