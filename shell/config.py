@@ -69,6 +69,15 @@ def _positive_ints(_instance: Any, attribute: attrs.Attribute, value: Any) -> No
 _positive_ints.allowed = "a list of positive ints"
 
 
+def _layers(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not value:
+        raise ConfigError(f"{_key(attribute)} = {value!r}: needs at least one layer")
+    _positive_ints(instance, attribute, value)
+
+
+_layers.allowed = "a non-empty list of positive ints"
+
+
 def _names(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is not None and (not value or len(set(value)) != len(value)):
         raise ConfigError(f"{_key(attribute)} = {value!r}: needs a non-empty list of distinct keys")
@@ -227,8 +236,12 @@ class PolicyConfig:
     init_log_std: float = _field(0.0, "Initial log-std of the Gaussian (continuous actions).", _range(-20.0, 2.0))
     share_encoder: bool | None = _field(None, "Actor and critic share one encoder (absent = shared when the "
                                               "observation has an image, separate otherwise).")
-    cnn: str = _field("auto", "Image encoder: 'nature' (Mnih et al. 2015), 'small' (small grids) or 'auto' "
-                              "(nature from 36x36 up).", _one_of("auto", "nature", "small"))
+    cnn: str = _field("auto", "Image encoder: 'nature' (Mnih et al. 2015), 'small' (small grids), 'board' (3x3 "
+                              "convolutions that keep a board's size, widths from cnn_channels) or 'auto' (nature "
+                              "from 36x36 up, else small).", _one_of("auto", "nature", "small", "board"))
+    cnn_channels: list[int] = _field([32, 32, 32], "cnn = 'board': the channels of each 3x3 convolution (padding 1, "
+                                                   "so every layer keeps the board's height and width).",
+                                     _layers)
     image_channels_first: bool | None = _field(None, "Image layout [C, H, W] (absent = detected: channels last when "
                                                      "the last axis is <= 4 and the first is not).")
     image_encoding: str = _field("pixels", "'pixels' (scaled by image_scale), or for integer codes per channel "

@@ -67,6 +67,19 @@ def small_cnn(in_channels: int, size: int) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+def board_cnn(in_channels: int, channels: list[int]) -> nn.Sequential:
+    """A CNN for board games: 3x3 convolutions with padding 1 (``channels`` wide, one layer each), so every
+    layer keeps the board's height and width and each cell keeps a feature vector of its own, as in the
+    convolutional trunk of AlphaZero (Silver et al., Science 2018) without its residual blocks and batch
+    norm; ReLU, orthogonal init (gain sqrt 2). ``[B, C, H, W]`` -> ``[B, channels[-1] * H * W]``."""
+    gain = np.sqrt(2)
+    layers: list[nn.Module] = []
+    for width in channels:
+        layers += [init_layer(nn.Conv2d(in_channels, width, 3, padding=1), gain), nn.ReLU()]
+        in_channels = width
+    return nn.Sequential(*layers, nn.Flatten())
+
+
 class ImageEncoder(nn.Module):
     """A Box image ``[B, H, W, C]`` or ``[B, C, H, W]`` (uint8 or float) -> features ``[B, F]`` float32.
 
@@ -77,7 +90,7 @@ class ImageEncoder(nn.Module):
     maps each cell to the sum of a learned vector per (channel, code) (``image_embed_dim`` wide):
     the same function as one-hot planes followed by a 1x1 convolution, at a fraction of the cost of
     convolving ``C * codes`` planes. The Nature CNN adds
-    its 512-unit linear layer; the small CNN's flattened maps are the features.
+    its 512-unit linear layer; the small and board CNNs' flattened maps are the features.
 
     The CNN runs in the channels_last memory format. With ``policy.cnn_precision = "bfloat16"``
     (or ``"auto"`` on a device that computes bfloat16 natively, see :func:`native_bfloat16`)
@@ -109,7 +122,10 @@ class ImageEncoder(nn.Module):
             raise ConfigError(f"policy.cnn = 'nature' needs images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}, "
                               f"got {h}x{w}; use 'small' or 'auto'")
         in_channels = {"onehot": c * self.codes, "embed": cfg.image_embed_dim}.get(self.encoding, c)
-        trunk = nature_cnn(in_channels) if kind == "nature" else small_cnn(in_channels, min(h, w))
+        if kind == "board":
+            trunk = board_cnn(in_channels, list(cfg.cnn_channels))
+        else:
+            trunk = nature_cnn(in_channels) if kind == "nature" else small_cnn(in_channels, min(h, w))
         with torch.no_grad():
             flat = trunk(torch.zeros(1, in_channels, h, w)).shape[1]
         if kind == "nature":

@@ -60,6 +60,26 @@ def test_image_encoder_output_shapes(space, cnn, features):
     assert encoder(batch).shape == (5, features)
 
 
+def test_board_cnn_keeps_the_board_and_is_as_wide_as_its_last_layer():
+    """policy.cnn = "board": 3x3 convolutions with padding 1, so a connect-four board (6x7, channels last) gives
+    one feature vector per cell; a piece moved one column over (away from the edges) moves the maps with it."""
+    space = gym.spaces.Box(0, 1, (6, 7, 2), np.int8)
+    cfg = PolicyConfig(cnn="board", cnn_channels=[8, 4])
+    encoder = ImageEncoder(obs_layout(space).parts[None], cfg)
+    assert encoder.kind == "board" and encoder.features_dim == 4 * 6 * 7
+    convs = [m for m in encoder.net.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels, c.kernel_size, c.padding) for c in convs] == [
+        (2, 8, (3, 3), (1, 1)), (8, 4, (3, 3), (1, 1))]
+    board = torch.zeros(2, 6, 7, 2, dtype=torch.int8)
+    board[0, 5, 2, 0] = 1  # one piece in column 2 of the bottom row
+    board[1, 5, 3, 0] = 1  # the same piece in column 3
+    with torch.no_grad():
+        maps = encoder(board).reshape(2, 4, 6, 7)
+    # columns 0-4 of the first board and 1-5 of the second see the same neighbourhoods (a 5x5 receptive field)
+    torch.testing.assert_close(maps[1, :, :, 1:6], maps[0, :, :, 0:5])
+    assert not torch.equal(maps[0], maps[1])
+
+
 def test_every_kind_of_observation_gives_flat_features_and_policy_outputs():
     spaces = {
         "flat": gym.spaces.Box(-1, 1, (2, 3), np.float32),
