@@ -122,10 +122,12 @@ class ImageEncoder(nn.Module):
             raise ConfigError(f"policy.cnn = 'nature' needs images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}, "
                               f"got {h}x{w}; use 'small' or 'auto'")
         in_channels = {"onehot": c * self.codes, "embed": cfg.image_embed_dim}.get(self.encoding, c)
-        if kind == "board":
-            trunk = board_cnn(in_channels, list(cfg.cnn_channels))
+        if kind == "nature":
+            trunk = nature_cnn(in_channels)
+        elif kind == "board":
+            trunk = board_cnn(in_channels, cfg.cnn_channels)
         else:
-            trunk = nature_cnn(in_channels) if kind == "nature" else small_cnn(in_channels, min(h, w))
+            trunk = small_cnn(in_channels, min(h, w))
         with torch.no_grad():
             flat = trunk(torch.zeros(1, in_channels, h, w)).shape[1]
         if kind == "nature":
