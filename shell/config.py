@@ -332,7 +332,8 @@ class RunConfig:
     eval_max_episode_steps: int | None = _field(
         None, "Step cap of one evaluation episode, counted as truncated (absent = the env's time limit, else 10,000).",
         _range(1))
-    eval_every: int = _field(0, "Evaluate (and checkpoint) every this many updates during training (0 = never).",
+    eval_every: int = _field(0, "Evaluate (and checkpoint) every this many updates during training (0 = never); "
+                                "the last update's is the final evaluation, in the summary.",
                              _range(0))
     eval_opponents: list[str] = _field(
         ["random"], "Turn-based games: who the policy plays in each seat at evaluation; \"random\" (uniform over "

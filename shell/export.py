@@ -60,7 +60,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from shell.envs.masks import MASK_KEY, component_sizes, mask_size
+from shell.envs.masks import MASK_KEY, component_sizes, has_mask_key, mask_size, without_mask_key
 from shell.errors import ConfigError, ExportError, first_line
 from shell.inference import Policy, load_agent, resolve_checkpoint
 from shell.installation import install_hint
@@ -185,18 +185,29 @@ class DeterministicPolicy(nn.Module):
         return (action.to(self.out_dtype), state) if self.recurrent else action.to(self.out_dtype)
 
 
-def observation_inputs(obs: Any, observation_space: gym.Space) -> list[np.ndarray]:
+def observation_inputs(obs: Any, observation_space: gym.Space, mask_key: bool = True) -> list[np.ndarray]:
     """A batch of env observations ``[B, ...]`` (a dict of them for Dict spaces) -> the exported
     function's inputs, in order, with the dtypes of the module docstring.
 
+    A Dict space with an ``"action_mask"`` key (PettingZoo's classic games, whose observation is
+    ``{"observation": ..., "action_mask": [B, A] int8}``) is the env's space of a policy that reads its masks
+    from that key: the other keys give the observation inputs and the key gives the ``action_mask`` input,
+    last, ``[B, A]`` bool. So the env's observation as it comes is the whole input list. With
+    ``mask_key=False`` the key is an observation part like any other (a policy trained with
+    ``env.action_mask = "none"``, for which it is part of the observation).
+
     Raises:
         ConfigError: an observation space the policies cannot serve (shell.observations.obs_layout).
+        MaskError: the space holds only ``"action_mask"``.
     """
-    layout = obs_layout(observation_space)
+    mask = mask_key and has_mask_key(observation_space)
+    layout = obs_layout(without_mask_key(observation_space) if mask else observation_space)
     out = []
     for key, part in layout.parts.items():
         value = np.asarray(obs if key is None else obs[key])
         out.append(np.ascontiguousarray(value, dtype=_input_dtype(part)))
+    if mask:
+        out.append(np.ascontiguousarray(np.asarray(obs[MASK_KEY]), dtype=bool))
     return out
 
 
@@ -249,7 +260,7 @@ def _require_onnx() -> None:
 
 def _example(module: DeterministicPolicy, observation_space: gym.Space) -> tuple[torch.Tensor, ...]:
     example = tuple(torch.from_numpy(x[:2]) for x in observation_inputs(_check_observations(observation_space, 2),
-                                                                       observation_space))
+                                                                       observation_space, mask_key=False))
     if module.masked:
         example += (torch.from_numpy(check_masks(module.action_space, 2)),)
     if module.recurrent:
@@ -352,7 +363,8 @@ def check_exported(run: Any, policy: Policy, obs: Any, observation_space: gym.Sp
             further than ``1e-5 * max(1, largest |bound|)`` from the policy's, or a masked action.
     """
     expected = policy(obs, action_mask=masks)
-    got = np.asarray(run(*observation_inputs(obs, observation_space), *([] if masks is None else [masks])))
+    inputs = observation_inputs(obs, observation_space, mask_key=False)
+    got = np.asarray(run(*inputs, *([] if masks is None else [masks])))
     _check_legal(got, masks, policy.action_space)
     return _compare(got, expected, policy)
 
@@ -388,8 +400,8 @@ def check_exported_recurrent(run: Any, policy: Policy, obs: Any, observation_spa
             start[::3] = True
         mask_t = None if masks is None else np.roll(masks, 2 * t, 0)
         expected = policy(obs_t, episode_start=start, action_mask=mask_t)
-        got, state = run(*observation_inputs(obs_t, observation_space), *([] if mask_t is None else [mask_t]),
-                         state, start)
+        inputs = observation_inputs(obs_t, observation_space, mask_key=False)
+        got, state = run(*inputs, *([] if mask_t is None else [mask_t]), state, start)
         _check_legal(np.asarray(got), mask_t, policy.action_space)
         worst = max(worst, _compare(np.asarray(got), expected, policy))
     return worst

@@ -65,7 +65,7 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
 
     Returns:
         ``{"seat", "score", "result", "moves"}``: your seat, your score (the game's own rewards: +1 win, 0 draw,
-        -1 loss in the classic games), ``"win"``, ``"draw"`` or ``"loss"``, and the moves played; or, where
+        -1 loss in the classic games), ``"win"``, ``"draw"`` or ``"loss"``, and the moves of both sides; or, where
         ``stdin`` ended before the game, ``"result": "unfinished"``.
 
     Raises:

@@ -319,3 +319,59 @@ def test_a_classic_game_without_pygame_names_the_games_extra(monkeypatch):
     with pytest.raises(ConfigError, match=r"needs pygame .*\[games\]") as info:
         make_lanes(cfg.env, torch.device("cpu"), policy=cfg.policy)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("env_id", "extra"), [("pettingzoo.classic.tictactoe_v3", "games"),
+                                               ("pettingzoo.classic.connect_four_v3", "games"),
+                                               ("pettingzoo.butterfly.pistonball_v6", "multiagent"),
+                                               ("mpe2.simple_spread_v3", "multiagent")])
+def test_a_missing_package_names_the_extra_that_brings_all_the_env_needs(monkeypatch, env_id, extra):
+    """Without pettingzoo (or mpe2), a classic game names the games extra (pettingzoo and pygame), so that one
+    install is enough; the parallel envs name the multiagent extra."""
+    from shell.envs.pettingzoo import backend
+
+    top = env_id.split(".")[0]
+
+    def absent(name, *args):  # what importing a module of an uninstalled package raises
+        raise ModuleNotFoundError(f"No module named {top!r}", name=top)
+
+    monkeypatch.setattr(backend, "importlib", type("Importlib", (), {"import_module": staticmethod(absent)}))
+    cfg = config(**{"env.id": env_id})
+    with pytest.raises(ConfigError, match=rf"needs the {top} package; run: .*\[{extra}\]") as info:
+        make_lanes(cfg.env, torch.device("cpu"), policy=cfg.policy)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "pt2"])
+def test_the_exported_file_plays_from_the_games_own_observations_as_the_policy_does(tmp_path, fmt):
+    """A tic-tac-toe run exported to one file: its inputs are the observation and the mask, and
+    ``observation_inputs`` builds them from PettingZoo's observation as it comes (``{"observation": int8,
+    "action_mask": int8}``, the mask last, as bool). Driving the game, the file's move is the loaded policy's,
+    and legal, in both seats and every position reached."""
+    from pettingzoo.classic import tictactoe_v3
+
+    from shell.export import export_policy, load_exported, observation_inputs
+    from shell.inference import load_policy
+
+    cfg = config(**{"env.id": "pettingzoo.classic.tictactoe_v3", "env.num_envs": 4, "ppo.num_steps": 32,
+                    "run.total_timesteps": 256})
+    train(config=cfg, run_dir=tmp_path / "run", progress=False)
+    result = export_policy(tmp_path / "run", fmt, tmp_path / f"policy.{fmt}")
+    assert result.input_names == ["observation", "action_mask"]
+    run, policy, game = load_exported(result.path, fmt), load_policy(tmp_path / "run"), tictactoe_v3.env()
+    moves = 0
+    for seed in range(6):
+        game.reset(seed=seed)
+        for agent in game.agent_iter():
+            obs, _, term, trunc, _ = game.last()
+            if term or trunc:
+                game.step(None)
+                continue
+            batch = {key: value[None] for key, value in obs.items()}
+            inputs = observation_inputs(batch, game.observation_space(agent))
+            assert [x.dtype for x in inputs] == [np.float32, np.bool_] and inputs[1].shape == (1, 9)
+            action = int(np.asarray(run(*inputs))[0])
+            assert action == int(policy({agent: obs})[agent]) and obs["action_mask"][action] == 1
+            game.step(action)
+            moves += 1
+    assert moves >= 30

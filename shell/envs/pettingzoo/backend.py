@@ -58,8 +58,9 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
     games); ``"module:name"`` names the function (or class) ``name`` in ``module`` that makes either.
 
     Raises:
-        ConfigError: the module cannot be imported (naming the multiagent extra for mpe2 and
-            pettingzoo, the games extra for pygame), it has no ``name`` (naming both) or ``name`` is
+        ConfigError: the module cannot be imported (naming the games extra for PettingZoo's classic
+            games, which need pygame too, and for pygame; the multiagent extra for the rest of mpe2 and
+            pettingzoo), it has no ``name`` (naming both) or ``name`` is
             not callable, or it has neither ``parallel_env`` nor ``env``.
     """
     module_name, colon, attr = cfg.id.partition(":")
@@ -71,7 +72,8 @@ def _factory_from_id(cfg: EnvConfig) -> Callable[[], Any]:
     except Exception as exc:  # a missing package, a misspelt module, or an error inside the module
         top = module_name.split(".")[0]
         if isinstance(exc, ModuleNotFoundError) and exc.name == top and top in ("mpe2", "pettingzoo"):
-            raise ConfigError(f"env {cfg.id!r} needs the {top} package; run: {install_hint('multiagent')}") from None
+            extra = "games" if module_name.startswith("pettingzoo.classic") else "multiagent"  # games: pygame too
+            raise ConfigError(f"env {cfg.id!r} needs the {top} package; run: {install_hint(extra)}") from None
         if isinstance(exc, ModuleNotFoundError) and exc.name == "pygame" and top == "pettingzoo":
             raise ConfigError(f"env {cfg.id!r} needs pygame (PettingZoo's classic games import it); run: "
                               f"{install_hint('games')}") from None
