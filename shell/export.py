@@ -193,8 +193,8 @@ def observation_inputs(obs: Any, observation_space: gym.Space, mask_key: bool = 
     ``{"observation": ..., "action_mask": [B, A] int8}``) is the env's space of a policy that reads its masks
     from that key: the other keys give the observation inputs and the key gives the ``action_mask`` input,
     last, ``[B, A]`` bool. So the env's observation as it comes is the whole input list. With
-    ``mask_key=False`` the key is an observation part like any other (a policy trained with
-    ``env.action_mask = "none"``, for which it is part of the observation).
+    ``mask_key=False`` the key is an observation part like any other (a policy trained without masks, with
+    ``action_mask = "none"`` in the config's ``[env]``, for which it is part of the observation).
 
     Raises:
         ConfigError: an observation space the policies cannot serve (shell.observations.obs_layout).
