@@ -40,7 +40,8 @@ Signals. A terminal's Ctrl-C reaches the parent and every worker (one process gr
 also forwards SIGINT/SIGTERM to its workers, so a signal sent to the parent alone stops them too.
 A worker's first signal stops its trial at the trainer's next poll (later ones, such as the
 forwarded copy of a terminal's Ctrl-C, are ignored): the trial is marked FAIL (never COMPLETE with a
-partial value) and queued for one retry, and the worker exits 130/143; the parent waits for all of
+partial value) and queued for one retry (one that had not begun its first run is queued again as it
+was, its retry unspent), and the worker exits 130/143; the parent waits for all of
 them, writes the outputs and exits 130/143. A second signal to the parent kills the workers at once
 (their trials are then found by the heartbeat and retried). A worker whose parent is gone (``kill
 -9`` of the parent alone) stops its trial the same way.

@@ -364,6 +364,19 @@ def _is_retry(frozen: Any) -> bool:
     return "retry_history" in frozen.system_attrs
 
 
+def _queue_again(study: Any, frozen: Any, retry: Callable[..., None]) -> None:
+    """Queue ``frozen`` (a FAIL trial that a stop request ended before any of its runs began) as it was:
+    a retry keeps its retry attributes, so its one retry is not spent on a trial that never ran; any
+    other trial is queued as ``retry`` (the retry callback) queues a first retry."""
+    optuna = _optuna()
+    if not _is_retry(frozen):
+        retry(study, copy.deepcopy(frozen))
+        return
+    study.add_trial(optuna.trial.create_trial(
+        state=optuna.trial.TrialState.WAITING, params=frozen.params, distributions=frozen.distributions,
+        user_attrs=copy.deepcopy(frozen.user_attrs), system_attrs=copy.deepcopy(frozen.system_attrs)))
+
+
 def _fail_unborn_trials(study: Any, unborn: dict[int, float], grace: float, retry: Callable[..., None]) -> None:
     """Fail (and queue for one retry) RUNNING trials that have had no heartbeat for ``grace`` seconds
     of this process's clock since it first saw them.

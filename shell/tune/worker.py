@@ -4,6 +4,7 @@ counted ones or a stop request, one trial at a time, each trial one training run
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import signal
@@ -25,6 +26,7 @@ from shell.tune.study import (
     _is_retry,
     _is_surplus,
     _optuna,
+    _queue_again,
     _retry_of,
     _stored,
     _StudyLock,
@@ -43,11 +45,16 @@ SURPLUS = "surplus"
 
 
 class TrialInterrupted(Exception):
-    """A stop request (signal, or the parent process gone) ended a trial before its result."""
+    """A stop request (signal, or the parent process gone) ended a trial before its result.
 
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+    ``ran`` is False when the request came before the trial's first training run began: between
+    the worker's last look at the request and Optuna's creating the trial (or popping a queued one).
+    """
+
+    def __init__(self, signum: int, ran: bool = True):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}{'' if ran else ' before it ran'}")
         self.signum = signum
+        self.ran = ran
 
 
 class SurplusTrial(Exception):
@@ -62,7 +69,8 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
     """One worker: run trials of the study until it has ``trials`` counted ones, or a stop request.
 
     Returns the exit code: 0, or 130/143 after a stop request (the running trial is then FAIL and
-    queued for one retry).
+    queued for one retry; one that the request reached before its first run began is queued again as
+    it was, its retry unspent).
 
     Raises:
         ConfigError: the storage cannot be opened.
@@ -118,9 +126,13 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
         counts = _counts(study)
         tally = f"{_counted(counts)} of {settings.trials} counted"
         if isinstance(error, TrialInterrupted):
-            retry(study, frozen)  # as the heartbeat check does for a killed trial: one retry at most
-            again = ("it is queued to run again" if not _is_retry(frozen)
-                     else "it was a retry already, so it is not queued again")
+            if not error.ran:  # nothing of it ran, so it spends no retry: queued again as it was
+                _queue_again(study, frozen, retry)
+                again = "it is queued again as it was"
+            else:
+                retry(study, copy.deepcopy(frozen))  # as the heartbeat check does for a killed trial: one retry at most
+                again = ("it is queued to run again" if not _is_retry(frozen)
+                         else "it was a retry already, so it is not queued again")
             say(f"trial {trial.number} FAIL ({error}); {again}")
             break
         if isinstance(error, SurplusTrial):
@@ -213,7 +225,7 @@ def _objective(trial: Any, study: Any, settings: Settings, stop: StopRequest, pa
     run_dirs: list[Path] = []
     for index, seed in enumerate(settings.seeds):
         if stop.requested:
-            raise TrialInterrupted(stop.signum)
+            raise TrialInterrupted(stop.signum, ran=index > 0)
         config, tags = trial_run_config(trial_config(settings, params, seed), settings.study,
                                         Path(settings.study_dir), trial.number, seed)
         run_dir = Path(settings.study_dir) / "trials" / f"{trial.number:04d}" / f"s{seed}"

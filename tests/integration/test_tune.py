@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import attrs
 import optuna
 import pytest
 
@@ -376,6 +377,65 @@ env.kwargs.mode = { choice = ["raise", "nan"] }
     assert json.loads(proc.stdout.strip().splitlines()[-1])["failed"] == 2
 
 
+INTERRUPTED = ("interrupted by SIGINT", "interrupted by SIGINT before it ran")
+
+
+def series(trial: optuna.trial.FrozenTrial) -> int:
+    """The first trial of ``trial``'s retry series: the one it retries, else itself."""
+    return trial.system_attrs.get("failed_trial", trial.number)
+
+
+@pytest.mark.parametrize("queued_before", [False, True], ids=["sampled", "queued-retry"])
+def test_a_trial_that_a_stop_reaches_before_it_runs_is_queued_again_as_it_was(tmp_path, monkeypatch, queued_before):
+    """The signal lands after the worker's last look at the stop request but before the trial's first run:
+    Optuna has already created the trial, or popped a queued retry. That trial ran nothing, so it is
+    queued again as it was; a retry keeps its one retry (the kind of fault: a stop at any moment must
+    leave each interrupted series queued once)."""
+    import torch
+
+    from shell.stop import StopRequest
+    from shell.tune import worker
+    from shell.tune.study import load_study
+
+    settings, _, _ = resolve_settings("cartpole", 3, [0], 256, ["env.num_envs=4", "ppo.num_steps=64"],
+                                      str(tmp_path / "study"), None, None, str(write(tmp_path / "s.toml", SPACE)),
+                                      None, 2)
+    settings = attrs.evolve(settings, parent_pid=os.getppid())  # this process is the worker; pytest its parent
+    Path(settings.study_dir).mkdir()
+    study = load_study(settings)
+    if queued_before:  # trial 0 failed while it ran, and its retry is queued
+        first = study.ask()
+        for param in settings.space:
+            param.suggest(first)
+        study.tell(first, state=optuna.trial.TrialState.FAIL)
+        retry = (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+                 or optuna.storages.RetryFailedTrialCallback)(max_retry=1)
+        retry(study, study.trials[0])
+    stop = StopRequest()
+
+    def surplus_check_as_the_signal_lands(*args, **kwargs):  # the first thing a trial does
+        stop.request(signal.SIGINT)
+        return False
+
+    monkeypatch.setattr(worker, "_is_surplus", surplus_check_as_the_signal_lands)
+    threads = torch.get_num_threads()
+    try:
+        assert worker.run_worker(settings.to_json(), stop, console=open(os.devnull, "w")) == 130
+    finally:
+        torch.set_num_threads(threads)
+    trials = trials_of(Path(settings.study_dir))
+    unrun = trials[1 if queued_before else 0]  # the queued retry popped, or a new trial sampled
+    assert unrun.state.name == "FAIL" and unrun.user_attrs["error"] == "interrupted by SIGINT before it ran"
+    assert not (Path(settings.study_dir) / "trials").exists()  # it trained nothing
+    (queued,) = [t for t in trials if t.state.name == "WAITING"]
+    assert queued.params == unrun.params
+    if queued_before:  # the same retry of trial 0 as before, its one retry unspent
+        assert unrun.system_attrs["retry_history"] == queued.system_attrs["retry_history"] == [0]
+        assert series(queued) == series(unrun) == 0
+    else:
+        assert series(queued) == unrun.number and queued.system_attrs["retry_history"] == [unrun.number]
+
+
 def test_sigint_mid_trial_fails_it_exits_130_and_a_rerun_completes_the_study(tmp_path):
     study_dir = tmp_path / "study"
     args = tune_args(tmp_path, study_dir)
@@ -391,15 +451,16 @@ def test_sigint_mid_trial_fails_it_exits_130_and_a_rerun_completes_the_study(tmp
     counted_before = summary["counted"]
     trials = trials_of(study_dir)
     interrupted = [t for t in trials if t.state.name == "FAIL"]
-    assert interrupted and all(t.user_attrs["error"] == "interrupted by SIGINT" for t in interrupted)
+    assert interrupted and all(t.user_attrs["error"] in INTERRUPTED for t in interrupted), err[-3000:]
     assert not [t for t in trials if t.state.name == "RUNNING"]
-    # each interrupted trial is queued once, with its parameters
+    # each interrupted trial's series (the trial and its retries) is queued once, with its parameters; a
+    # worker that asked for a trial as the signal came may have popped and failed a retry before it ran
     queued = [t for t in trials if t.state.name == "WAITING"]
-    assert sorted(t.system_attrs["failed_trial"] for t in queued) == sorted(t.number for t in interrupted)
+    assert sorted(t.system_attrs["failed_trial"] for t in queued) == sorted({series(t) for t in interrupted}), err
     assert all(t.params == trials[t.system_attrs["failed_trial"]].params for t in queued)
     with (study_dir / "trials.csv").open() as f:  # the error is the failed trial's, not its queued retry's
         rows = list(csv.DictReader(f))
-    assert all(r["error"] == "interrupted by SIGINT" for r in rows if r["state"] == "FAIL")
+    assert all(r["error"] in INTERRUPTED for r in rows if r["state"] == "FAIL")
     assert [r["error"] for r in rows if r["state"] == "WAITING"] == [""] * len(queued)
 
     rerun = run_main(*args, timeout=300)
