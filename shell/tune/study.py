@@ -105,11 +105,9 @@ def open_storage(url: str, heartbeat: int | None = None, wait: bool = False) -> 
         # a pooled connection that a server restart closed is found and replaced before it is used
         kwargs["engine_kwargs"] = {"pool_pre_ping": True}
     if heartbeat is not None:
-        retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-        if retry_class is not None:  # Optuna >= 4.9
-            kwargs["heartbeat_stale_trial_callback"] = retry_class(max_retry=1)
-        else:
-            kwargs["failed_trial_callback"] = optuna.storages.RetryFailedTrialCallback(max_retry=1)
+        stale = "heartbeat_stale_trial_callback" if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback") \
+            else "failed_trial_callback"  # Optuna >= 4.9, else the older name
+        kwargs[stale] = retry_callback()
         kwargs.update(heartbeat_interval=heartbeat, grace_period=3 * heartbeat)
     make = _retrying_storage_class(optuna)
     for attempt in range(OPEN_ATTEMPTS):
@@ -364,14 +362,18 @@ def _is_retry(frozen: Any) -> bool:
     return "retry_history" in frozen.system_attrs
 
 
-def _queue_again(study: Any, frozen: Any, retry: Callable[..., None]) -> None:
-    """Queue ``frozen`` (a FAIL trial that a stop request ended before any of its runs began) as it was:
-    a retry keeps its retry attributes, so its one retry is not spent on a trial that never ran; any
-    other trial is queued as ``retry`` (the retry callback) queues a first retry."""
+def retry_callback() -> Callable[[Any, Any], None]:
+    """Optuna's callback that queues one retry of a failed trial, ``callback(study, frozen_trial)``:
+    RetryHeartbeatStaleTrialCallback (Optuna >= 4.9), else RetryFailedTrialCallback, with ``max_retry=1``."""
     optuna = _optuna()
-    if not _is_retry(frozen):
-        retry(study, copy.deepcopy(frozen))
-        return
+    return (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+            or optuna.storages.RetryFailedTrialCallback)(max_retry=1)
+
+
+def _queue_as_it_was(study: Any, frozen: Any) -> None:
+    """Queue a copy of ``frozen``, a retry that a stop request failed before any of its runs began, with
+    its retry attributes unchanged: its one retry is not spent on a trial that never ran."""
+    optuna = _optuna()
     study.add_trial(optuna.trial.create_trial(
         state=optuna.trial.TrialState.WAITING, params=frozen.params, distributions=frozen.distributions,
         user_attrs=copy.deepcopy(frozen.user_attrs), system_attrs=copy.deepcopy(frozen.system_attrs)))

@@ -26,11 +26,12 @@ from shell.tune.study import (
     _is_retry,
     _is_surplus,
     _optuna,
-    _queue_again,
+    _queue_as_it_was,
     _retry_of,
     _stored,
     _StudyLock,
     load_study,
+    retry_callback,
     since_outage,
 )
 from shell.tune.tracking import record_trial, trial_run_config
@@ -86,8 +87,7 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
     settings = Settings.from_json(settings_json)
     study = load_study(settings, heartbeat=True)
     lock = _StudyLock(Path(settings.study_dir) / ".tune.lock")
-    retry = (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-             or optuna.storages.RetryFailedTrialCallback)(max_retry=1)
+    retry = retry_callback()
     unborn: dict[int, float] = {}
 
     def say(text: str) -> None:
@@ -126,9 +126,9 @@ def run_worker(settings_json: str, stop: StopRequest, console: TextIO = sys.stdo
         counts = _counts(study)
         tally = f"{_counted(counts)} of {settings.trials} counted"
         if isinstance(error, TrialInterrupted):
-            if not error.ran:  # nothing of it ran, so it spends no retry: queued again as it was
-                _queue_again(study, frozen, retry)
-                again = "it is queued again as it was"
+            if not error.ran and _is_retry(frozen):  # nothing of it ran: its one retry is not spent
+                _queue_as_it_was(study, frozen)
+                again = "it never ran, so it is queued again as it was"
             else:
                 retry(study, copy.deepcopy(frozen))  # as the heartbeat check does for a killed trial: one retry at most
                 again = ("it is queued to run again" if not _is_retry(frozen)

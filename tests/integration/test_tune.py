@@ -7,6 +7,7 @@ killed trial is found stale 6 s after its last beat.
 """
 
 import csv
+import io
 import json
 import os
 import signal
@@ -42,6 +43,7 @@ from shell.tune.outputs import (
     importances_note,
     write_outputs,
 )
+from shell.tune.study import load_study, retry_callback
 
 from .conftest import ROOT, run_main
 
@@ -313,9 +315,7 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_pat
     with pytest.warns(UserWarning, match="Heartbeat"):
         beating = study.ask()
     storage.record_heartbeat(beating._trial_id)
-    retry_class = (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-                   or optuna.storages.RetryFailedTrialCallback)
-    retry = retry_class(max_retry=1)
+    retry = retry_callback()
     seen: dict[int, float] = {}
     _fail_unborn_trials(study, seen, 0.5, retry)  # first seen now: not failed yet
     assert [t.state.name for t in study.trials] == ["RUNNING", "RUNNING"] and list(seen) == [unborn._trial_id]
@@ -395,7 +395,6 @@ def test_a_trial_that_a_stop_reaches_before_it_runs_is_queued_again_as_it_was(tm
 
     from shell.stop import StopRequest
     from shell.tune import worker
-    from shell.tune.study import load_study
 
     settings, _, _ = resolve_settings("cartpole", 3, [0], 256, ["env.num_envs=4", "ppo.num_steps=64"],
                                       str(tmp_path / "study"), None, None, str(write(tmp_path / "s.toml", SPACE)),
@@ -408,9 +407,7 @@ def test_a_trial_that_a_stop_reaches_before_it_runs_is_queued_again_as_it_was(tm
         for param in settings.space:
             param.suggest(first)
         study.tell(first, state=optuna.trial.TrialState.FAIL)
-        retry = (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-                 or optuna.storages.RetryFailedTrialCallback)(max_retry=1)
-        retry(study, study.trials[0])
+        retry_callback()(study, study.trials[0])
     stop = StopRequest()
 
     def surplus_check_as_the_signal_lands(*args, **kwargs):  # the first thing a trial does
@@ -420,7 +417,7 @@ def test_a_trial_that_a_stop_reaches_before_it_runs_is_queued_again_as_it_was(tm
     monkeypatch.setattr(worker, "_is_surplus", surplus_check_as_the_signal_lands)
     threads = torch.get_num_threads()
     try:
-        assert worker.run_worker(settings.to_json(), stop, console=open(os.devnull, "w")) == 130
+        assert worker.run_worker(settings.to_json(), stop, console=io.StringIO()) == 130
     finally:
         torch.set_num_threads(threads)
     trials = trials_of(Path(settings.study_dir))
