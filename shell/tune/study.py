@@ -105,9 +105,7 @@ def open_storage(url: str, heartbeat: int | None = None, wait: bool = False) -> 
         # a pooled connection that a server restart closed is found and replaced before it is used
         kwargs["engine_kwargs"] = {"pool_pre_ping": True}
     if heartbeat is not None:
-        stale = "heartbeat_stale_trial_callback" if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback") \
-            else "failed_trial_callback"  # Optuna >= 4.9, else the older name
-        kwargs[stale] = retry_callback()
+        kwargs[_retry_api()[0]] = retry_callback()
         kwargs.update(heartbeat_interval=heartbeat, grace_period=3 * heartbeat)
     make = _retrying_storage_class(optuna)
     for attempt in range(OPEN_ATTEMPTS):
@@ -362,12 +360,21 @@ def _is_retry(frozen: Any) -> bool:
     return "retry_history" in frozen.system_attrs
 
 
+def _retry_api() -> tuple[str, type]:
+    """RDBStorage's keyword for the retry callback and the callback's class: ``heartbeat_stale_trial_callback``
+    and RetryHeartbeatStaleTrialCallback (Optuna >= 4.9), else ``failed_trial_callback`` and
+    RetryFailedTrialCallback."""
+    storages = _optuna().storages
+    new = getattr(storages, "RetryHeartbeatStaleTrialCallback", None)
+    if new is not None:
+        return "heartbeat_stale_trial_callback", new
+    return "failed_trial_callback", storages.RetryFailedTrialCallback
+
+
 def retry_callback() -> Callable[[Any, Any], None]:
-    """Optuna's callback that queues one retry of a failed trial, ``callback(study, frozen_trial)``:
-    RetryHeartbeatStaleTrialCallback (Optuna >= 4.9), else RetryFailedTrialCallback, with ``max_retry=1``."""
-    optuna = _optuna()
-    return (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-            or optuna.storages.RetryFailedTrialCallback)(max_retry=1)
+    """Optuna's callback that queues one retry of a failed trial, ``callback(study, frozen_trial)``, with
+    ``max_retry=1`` (the class of :func:`_retry_api`)."""
+    return _retry_api()[1](max_retry=1)
 
 
 def _queue_as_it_was(study: Any, frozen: Any) -> None:
