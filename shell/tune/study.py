@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import json
 import math
 import random
@@ -220,12 +221,14 @@ def since_outage() -> float:
 
 @functools.cache
 def _retrying_storage_class(optuna: Any) -> type:
-    """``RDBStorage`` whose storage and heartbeat methods are :func:`_retried`."""
+    """``RDBStorage`` whose methods are :func:`_retried`: every method (not static or class methods, not
+    dunders) of it and its bases, the private ones too, since Optuna's own _CachedStorage calls some of them
+    on it (``_create_new_trial``, ``_set_trial_param``, ``_get_trials``, ...). A method that another calls
+    runs unretried inside the retried outer call."""
     base = optuna.storages.RDBStorage
-    names = {n for n in dir(optuna.storages.BaseStorage) if not n.startswith("_")}
-    # and the private methods that Optuna's own _CachedStorage calls on it (study.get_trials, study.ask)
-    names |= {"record_heartbeat", "_get_stale_trial_ids", "_get_trials", "_create_new_trial"}
-    methods = {n: _retried(getattr(base, n)) for n in sorted(names) if callable(getattr(base, n, None))}
+    names = {name for cls in base.__mro__ for name in vars(cls) if not name.startswith("__")}
+    methods = {name: _retried(getattr(base, name)) for name in sorted(names)
+               if inspect.isfunction(inspect.getattr_static(base, name))}
     return type("RetryingRDBStorage", (base,), {**methods, "__module__": __name__})
 
 

@@ -306,6 +306,37 @@ def test_the_summary_counts_surplus_trials_apart_from_failed_ones(tmp_path):
                                                         ("FAIL", SURPLUS), ("COMPLETE", "")]
 
 
+def test_every_storage_call_of_optunas_cache_is_retried_through_an_outage(tmp_path, capsys):
+    """The fault kind: a storage method that Optuna's _CachedStorage calls on the RDB storage, private ones
+    included, must wait out a database outage like the public ones (seen: ``_set_trial_param`` of a
+    ``suggest`` during a PostgreSQL restart failed the trial with StorageInternalError)."""
+    import inspect
+    import re
+
+    import optuna.storages._cached_storage as cached
+    from sqlalchemy import event
+    from sqlalchemy import exc as sa_exc
+
+    storage = open_storage(f"sqlite:///{tmp_path / 's.db'}")
+    called = set(re.findall(r"_backend\.(\w+)\(", inspect.getsource(cached)))
+    assert {"_set_trial_param", "_create_new_trial", "_get_trials"} <= called
+    assert [name for name in sorted(called) if not hasattr(getattr(type(storage), name), "__wrapped__")] == []
+
+    dropped: list[str] = []
+
+    @event.listens_for(storage.engine, "before_cursor_execute")
+    def drop_once(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("INSERT INTO TRIAL_PARAMS") and not dropped:
+            dropped.append(statement)
+            raise sa_exc.OperationalError(statement, parameters, Exception("server closed the connection"))
+
+    study = optuna.create_study(storage=storage, direction="maximize")
+    trial = study.ask()
+    x = trial.suggest_float("x", 0.0, 1.0)
+    assert dropped and study.trials[0].params == {"x": x}
+    assert "the study's database is back" in capsys.readouterr().err
+
+
 def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_path):
     storage = open_storage(f"sqlite:///{tmp_path / 's.db'}", heartbeat=2)
     study = optuna.create_study(storage=storage, direction="maximize")
