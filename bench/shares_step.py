@@ -1,12 +1,14 @@
-"""The env step alone: N sub-envs in one SyncVectorEnv against the same sub-envs in shares (shell/envs/shards.py).
+"""The env step alone: N sub-envs in one SyncVectorEnv against the same sub-envs in shares (shell/envs/shards.py),
+the other shares in worker processes (``"async"``) and in threads of this process (``"threads"``).
 
     python bench/shares_step.py [ENV_ID ...] [--num-envs 16] [--shares 2] [--steps 1000] [--rounds 2]
 
-For each env id, the two vector envs alternate (sync, shares, sync, shares, ...), each built fresh, reset
-with seeds 0..N-1 and stepped ``--steps`` times with uniform random actions drawn up front from one
-generator (the same actions on both sides); the time of the steps alone is printed, with the ratio sync /
-shares (above 1: shares are faster). Shares pay where a step of the sub-envs costs well above a pipe round
-trip between two processes (about 0.1 ms on a 2-core machine).
+For each env id, the three vector envs alternate (sync, async shares, threads, sync, ...), each built fresh,
+reset with seeds 0..N-1 and stepped ``--steps`` times with uniform random actions drawn up front from one
+generator (the same actions on every side); the time of the steps alone is printed, with the ratios sync /
+shares (above 1: shares are faster). Shares in processes pay where a step of the sub-envs costs well above a
+pipe round trip between two processes (about 0.1 ms on a 2-core machine); shares in threads where most of a
+step runs without the GIL.
 """
 
 from __future__ import annotations
@@ -48,15 +50,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     for env_id in args.env_ids:
-        sync = EnvConfig(id=env_id)
-        shares = EnvConfig(id=env_id, vectorization_mode="async", shares=args.shares)
-        times: dict[str, list[float]] = {"sync": [], "shares": []}
+        modes = {"sync": EnvConfig(id=env_id),
+                 "shares": EnvConfig(id=env_id, vectorization_mode="async", shares=args.shares),
+                 "threads": EnvConfig(id=env_id, vectorization_mode="threads", shares=args.shares)}
+        times: dict[str, list[float]] = {mode: [] for mode in modes}
         for _ in range(args.rounds):
-            times["sync"].append(round(time_steps(sync, args.num_envs, args.steps), 3))
-            times["shares"].append(round(time_steps(shares, args.num_envs, args.steps), 3))
-        ratios = [round(a / b, 3) for a, b in zip(times["sync"], times["shares"], strict=True)]
-        print(json.dumps({"env_id": env_id, "num_envs": args.num_envs, "shares": args.shares, "steps": args.steps,
-                          "sync_s": times["sync"], "shares_s": times["shares"], "ratio_sync_over_shares": ratios}))
+            for mode, cfg in modes.items():
+                times[mode].append(round(time_steps(cfg, args.num_envs, args.steps), 3))
+        record = {"env_id": env_id, "num_envs": args.num_envs, "shares": args.shares, "steps": args.steps}
+        record.update({f"{mode}_s": values for mode, values in times.items()})
+        for mode in ("shares", "threads"):
+            record[f"ratio_sync_over_{mode}"] = [round(a / b, 3) for a, b in zip(times["sync"], times[mode],
+                                                                                   strict=True)]
+        print(json.dumps(record))
 
 
 if __name__ == "__main__":

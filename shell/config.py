@@ -177,13 +177,16 @@ class EnvConfig:
 
     id: str = _field("Pendulum-v1", "Gymnasium id, including 'my_module:MyEnv-v0' for your own env.")
     num_envs: int = _field(16, "Parallel envs per process.", _range(1))
-    vectorization_mode: str = _field("sync", "'sync' (sub-envs stepped in turn) or 'async' (in worker processes: "
-                                     "gymnasium's AsyncVectorEnv; pettingzoo: the copies over every CPU).",
-                                     _one_of("sync", "async"))
-    shares: int | None = _field(None, "async: step the sub-envs in this many shares at once, one in this process and "
-                                "the rest in worker processes, each share's sub-envs in turn (the same results as "
-                                "'sync'); absent = gymnasium's AsyncVectorEnv (a process per sub-env), pettingzoo "
-                                "one share per CPU.", _range(1))
+    vectorization_mode: str = _field("sync", "'sync' (sub-envs stepped in turn), 'async' (in worker processes: "
+                                     "gymnasium's AsyncVectorEnv; pettingzoo: the copies over every CPU) or "
+                                     "'threads' (gymnasium: in env.shares shares, default one per CPU, stepped "
+                                     "by threads of this process at once; pays where the env's step releases the "
+                                     "GIL, as MuJoCo's does; the same results as 'sync').",
+                                     _one_of("sync", "async", "threads"))
+    shares: int | None = _field(None, "async or threads: step the sub-envs in this many shares at once, one in this "
+                                "process and the rest in worker processes (threads: in threads), each share's "
+                                "sub-envs in turn (the same results as 'sync'); absent = gymnasium's AsyncVectorEnv "
+                                "(a process per sub-env), pettingzoo and threads one share per CPU.", _range(1))
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs), 'torch' (batched tensor envs), 'ale' (ale-py's "
                           "C++ AtariVectorEnv running the Atari chain; needs env.atari), 'envpool' (EnvPool's "
                           "C++ thread pool; the envpool extra) or 'pettingzoo' (a multi-agent env: env.id names a "
@@ -422,9 +425,9 @@ class Config:
     selfplay: SelfPlayConfig = attrs.field(factory=SelfPlayConfig)
 
     def __attrs_post_init__(self) -> None:
-        if self.env.shares is not None and self.env.vectorization_mode != "async":
-            raise ConfigError(f"env.shares = {self.env.shares} applies to env.vectorization_mode = 'async'; set it, or "
-                              "leave env.shares out")
+        if self.env.shares is not None and self.env.vectorization_mode == "sync":
+            raise ConfigError(f"env.shares = {self.env.shares} applies to env.vectorization_mode = 'async' or "
+                              "'threads'; set one, or leave env.shares out")
         if self.run.eval_every and not self.run.eval_episodes:
             raise ConfigError(f"run.eval_every = {self.run.eval_every} needs run.eval_episodes >= 1")
         if self.policy.recurrent != "none":

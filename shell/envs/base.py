@@ -259,22 +259,37 @@ def refuse_wrappers(cfg: EnvConfig) -> None:
 
 def refuse_shares(cfg: EnvConfig) -> None:
     """For backends that step their sub-envs themselves (a C++ pool, a batch of tensors): ``env.shares`` splits
-    gymnasium's and PettingZoo's sub-envs over processes and means nothing to them.
+    gymnasium's and PettingZoo's sub-envs over processes (gymnasium's over threads too) and means nothing to them.
 
     Raises:
-        ConfigError: ``env.shares`` is set.
+        ConfigError: ``env.shares`` is set, or ``env.vectorization_mode = "threads"``.
     """
+    refuse_threads(cfg)
     if cfg.shares is not None:
         raise ConfigError(f"env.shares applies to env.backend = 'gymnasium' or 'pettingzoo', not {cfg.backend!r}")
+
+
+def refuse_threads(cfg: EnvConfig) -> None:
+    """For every backend but gymnasium's: ``env.vectorization_mode = "threads"`` steps shares of gymnasium
+    sub-envs in threads (:class:`shell.envs.shards.ThreadShares`).
+
+    Raises:
+        ConfigError: ``env.vectorization_mode = "threads"``.
+    """
+    if cfg.vectorization_mode == "threads":
+        raise ConfigError(f"env.vectorization_mode = 'threads' applies to env.backend = 'gymnasium', not "
+                          f"{cfg.backend!r}")
 
 
 def refuse_gymnasium_settings(cfg: EnvConfig) -> None:
     """For the multi-agent backends: the settings that only gymnasium envs take.
 
     Raises:
-        ConfigError: ``env.wrappers``, ``env.atari`` / ``env.terminal_on_life_loss`` or ``env.obs_keys`` is set.
+        ConfigError: ``env.wrappers``, ``env.atari`` / ``env.terminal_on_life_loss`` or ``env.obs_keys`` is set, or
+            ``env.vectorization_mode = "threads"``.
     """
     refuse_wrappers(cfg)
+    refuse_threads(cfg)
     if cfg.atari or cfg.terminal_on_life_loss:
         raise ConfigError(f"env.atari and env.terminal_on_life_loss need a gymnasium backend, not {cfg.backend!r}")
     if cfg.obs_keys is not None:

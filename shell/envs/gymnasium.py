@@ -211,7 +211,8 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
                                  vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **kwargs)
             make, spec = probe.env_fns[0], probe.spec
             probe.close()
-            return ShardedVectorEnv(make, num_envs, cfg.shares, spec=spec, name=cfg.id)
+            return ShardedVectorEnv(make, num_envs, share_count(cfg), spec=spec, name=cfg.id,
+                                    threads=cfg.vectorization_mode == "threads")
         return gym.make_vec(
             cfg.id,
             num_envs=num_envs,
@@ -247,7 +248,15 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
 
 def _sharded(cfg: EnvConfig) -> bool:
     """Whether the config's sub-envs are stepped in shares (:class:`shell.envs.shards.ShardedVectorEnv`)."""
-    return cfg.vectorization_mode == "async" and cfg.shares is not None
+    return cfg.vectorization_mode == "threads" or (cfg.vectorization_mode == "async" and cfg.shares is not None)
+
+
+def share_count(cfg: EnvConfig) -> int:
+    """How many shares the sub-envs are stepped in: ``env.shares``, else (threads) one per CPU this process may
+    use."""
+    if cfg.shares is not None:
+        return cfg.shares
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _names_pettingzoo_module(env_id: str) -> bool:
@@ -322,7 +331,8 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
                           f"{type(exc).__name__}: {first_line(exc)}") from None
     if _sharded(cfg):
         try:
-            return ShardedVectorEnv(make, num_envs, cfg.shares, name=source_name(factory))
+            return ShardedVectorEnv(make, num_envs, share_count(cfg), name=source_name(factory),
+                                    threads=cfg.vectorization_mode == "threads")
         except ShareError as exc:
             raise ConfigError(str(exc)) from None
     vector_class = gym.vector.AsyncVectorEnv if cfg.vectorization_mode == "async" else gym.vector.SyncVectorEnv

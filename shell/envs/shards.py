@@ -1,19 +1,26 @@
 """A gymnasium vector env whose sub-envs are stepped in shares at the same time: :class:`ShardedVectorEnv`
-(``env.vectorization_mode = "async"`` with ``env.shares = k``).
+(``env.vectorization_mode = "async"`` with ``env.shares = k``, or ``"threads"``).
 
 gymnasium's ``AsyncVectorEnv`` gives every sub-env a process of its own: 16 MuJoCo envs on a 2-core machine are
 17 processes and 32 pipe messages per step. Here the N sub-envs are split into k contiguous shares, as the
 PettingZoo copies are (:class:`shell.envs.pettingzoo.copies.AsyncCopies`): this process steps share 0 while
 k - 1 worker processes (:class:`shell.workers.WorkerPool`) step the others, each share a gymnasium
 ``SyncVectorEnv`` of its sub-envs. Every sub-env is built, seeded, stepped and reset exactly as in one
-``SyncVectorEnv`` of all N, and the infos are merged by gymnasium's own ``VectorEnv._add_info``, called for
-every sub-env in the order a ``SyncVectorEnv`` calls it, so a run gives the same numbers as with ``"sync"``
-(tests/integration/test_shards.py).
+``SyncVectorEnv`` of all N. Each share merges its sub-envs' infos where it is stepped, with gymnasium's own
+``VectorEnv._add_info`` at each sub-env's index in the whole, and the shares' infos are then joined in order
+(:func:`merge_infos`), which is what one ``SyncVectorEnv`` calling ``_add_info`` for every sub-env in turn
+builds. So a run gives the same numbers as with ``"sync"`` (tests/integration/test_shards.py).
+
+With ``env.vectorization_mode = "threads"`` the other shares are stepped by threads of this process
+(:class:`ThreadShares`) instead: no pipe and no pickling. Python runs one
+thread at a time, so this pays only for envs whose step spends most of its time in code that releases the GIL:
+MuJoCo's ``mj_step`` does (78 us of a Hopper-v5 step on the reference machine, 57 us of it in ``mj_step``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from copy import deepcopy
 from typing import Any
 
@@ -29,38 +36,58 @@ class ShareError(RuntimeError):
     """A share's sub-env raised in a worker process, or a worker ended; the message is one line."""
 
 
-class _RecordingSyncVectorEnv(gym.vector.SyncVectorEnv):
-    """A ``SyncVectorEnv`` that keeps the ``(info, index)`` of each ``_add_info`` call of its last reset or step
-    instead of merging them, so that the whole env can merge them at the sub-env's index in the whole."""
+class _WholeInfos:
+    """What gymnasium's ``VectorEnv._add_info`` reads of its ``self``: the whole env's ``num_envs`` (the length of
+    every info array), and itself for the nested dicts."""
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]):
+    _add_info = gym.vector.VectorEnv._add_info
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+
+
+class _ShareSyncVectorEnv(gym.vector.SyncVectorEnv):
+    """A ``SyncVectorEnv`` of sub-envs ``offset, offset + 1, ...`` of a whole of ``whole`` sub-envs, whose infos
+    are the whole's: gymnasium's own ``_add_info`` puts each sub-env's info at its index in the whole, into
+    arrays of the whole's length, so a share's infos are merged where it is stepped (in its thread or process)."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], offset: int, whole: int):
         super().__init__(env_fns, copy=False, autoreset_mode=AutoresetMode.SAME_STEP)
-        self.info_calls: list[tuple[dict, int]] = []
+        self.offset, self.whole = offset, _WholeInfos(whole)
 
     def _add_info(self, vector_infos: dict, env_info: dict, env_num: int) -> dict:
-        self.info_calls.append((env_info, env_num))
-        return vector_infos
+        return self.whole._add_info(vector_infos, env_info, self.offset + env_num)
+
+
+def merge_infos(whole: dict, share: dict, part: range) -> dict:
+    """Add a later share's infos to ``whole`` (both of the whole's length; ``share`` set only at ``part``), as if
+    gymnasium's ``_add_info`` had gone on with the share's sub-envs: an array (or ``_key`` mask) that ``whole``
+    has takes the share's rows, a new key is appended with the share's array, a dict is merged the same way."""
+    rows = slice(part.start, part.stop)
+    for key, value in share.items():
+        if isinstance(value, dict):
+            whole[key] = merge_infos(whole.get(key, {}), value, part)
+        elif key in whole:
+            whole[key][rows] = value[rows]
+        else:
+            whole[key] = value
+    return whole
 
 
 class Share:
     """One share's sub-envs, stepped in turn; its methods answer with plain data for the pipe: the share's
-    batched observations, rewards, terminations, truncations, and the info calls of :class:`_RecordingSyncVectorEnv`.
+    batched observations, rewards, terminations and truncations, and its infos as the whole's
+    (:class:`_ShareSyncVectorEnv`).
     """
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]):
-        self.env = _RecordingSyncVectorEnv(env_fns)
-
-    def _calls(self) -> list[tuple[dict, int]]:
-        calls, self.env.info_calls = self.env.info_calls, []
-        return calls
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], offset: int = 0, whole: int | None = None):
+        self.env = _ShareSyncVectorEnv(env_fns, offset, len(env_fns) if whole is None else whole)
 
     def step(self, actions: Any) -> tuple:
-        obs, reward, terminated, truncated, _ = self.env.step(actions)
-        return obs, reward, terminated, truncated, self._calls()
+        return self.env.step(actions)
 
     def reset(self, seeds: list[int | None], options: dict | None) -> tuple:
-        obs, _ = self.env.reset(seed=seeds, options=options)
-        return obs, self._calls()
+        return self.env.reset(seed=seeds, options=options)
 
     def call(self, name: str, args: tuple, kwargs: dict) -> tuple:
         return self.env.call(name, *args, **kwargs)
@@ -75,9 +102,61 @@ class Share:
         self.env.close()
 
 
-def _serve(env_fn: Callable[[], gym.Env], count: int) -> Share:
-    """A worker's share: ``count`` sub-envs of ``env_fn`` (:class:`shell.workers.WorkerPool` calls its methods)."""
-    return Share([env_fn] * count)
+def _serve(env_fn: Callable[[], gym.Env], part: range, whole: int) -> Share:
+    """A worker's share: sub-envs ``part`` of ``whole`` of ``env_fn`` (:class:`shell.workers.WorkerPool` calls its
+    methods)."""
+    return Share([env_fn] * len(part), part.start, whole)
+
+
+class ThreadShares:
+    """Shares stepped by threads of this process, with the request interface of :class:`shell.workers.WorkerPool`
+    (``send``, then ``receive`` the answer): share ``i`` is ``serve(*args[i])``, and its calls run in order on a
+    thread of its own. A call that raises reaches :meth:`receive`'s caller as it is.
+
+    Args:
+        serve: makes a share's object; called here, once per share, in order.
+        args: one tuple of arguments to ``serve`` per share.
+        name: names the threads.
+    """
+
+    def __init__(self, serve: Callable[..., Any], args: Sequence[tuple], name: str = "share"):
+        self.processes: list = []  # none: no process to report as ended
+        self._objs: list[Any] = []
+        self._threads: list[ThreadPoolExecutor] = []
+        self._futures: list[Future | None] = []
+        try:
+            for i, share_args in enumerate(args):
+                self._objs.append(serve(*share_args))
+                self._threads.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-{i}"))
+                self._futures.append(None)
+        except BaseException:
+            self.close()
+            raise
+
+    def __len__(self) -> int:
+        return len(self._objs)
+
+    def send(self, index: int, method: str, *args: Any) -> None:
+        """Start ``obj.method(*args)`` on share ``index``'s thread; returns at once."""
+        self._futures[index] = self._threads[index].submit(getattr(self._objs[index], method), *args)
+
+    def receive(self, index: int, error: type[Exception], what: str) -> Any:
+        """Share ``index``'s answer to its last :meth:`send` (waits for it); what the call raised, as it is.
+        ``error`` and ``what`` are :class:`shell.workers.WorkerPool`'s, unused: nothing crosses a pipe here."""
+        future, self._futures[index] = self._futures[index], None
+        assert future is not None, "receive without send"
+        return future.result()
+
+    def close(self) -> None:
+        """Wait for the calls under way, then close every share; never raises; closing twice is harmless."""
+        for thread in self._threads:
+            thread.shutdown(wait=True)
+        for obj in self._objs:
+            try:
+                obj.close()
+            except Exception:
+                pass
+        self._objs, self._threads, self._futures = [], [], []
 
 
 class ShardedVectorEnv(gym.vector.VectorEnv):
@@ -92,6 +171,8 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
             not pickle).
         num_envs: N, at least 1.
         shares: k, how many shares (at most N; 1: no worker processes).
+        threads: step the other shares in threads of this process (:class:`ThreadShares`), not in worker
+            processes.
         spec: the vector env's spec (``gymnasium.make_vec``'s), or None.
         name: the env's name in messages.
 
@@ -102,16 +183,20 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
     """
 
     def __init__(self, env_fn: Callable[[], gym.Env], num_envs: int, shares: int, spec: Any = None,
-                 name: str = "env"):
+                 name: str = "env", threads: bool = False):
         super().__init__()
         self.parts = split(num_envs, shares)
         self.name = name
-        self.local = Share([env_fn] * len(self.parts[0]))
-        self.pool: WorkerPool | None = None
+        self.local = Share([env_fn] * len(self.parts[0]), 0, num_envs)
+        self.pool: WorkerPool | ThreadShares | None = None
         try:
-            self.pool = WorkerPool(_serve, [(env_fn, len(part)) for part in self.parts[1:]], name="ppo-core-share")
-            for w in range(len(self.pool)):
-                self.pool.receive(w, ShareError, f"cannot make env {name!r} in a worker process")
+            share_args = [(env_fn, part, num_envs) for part in self.parts[1:]]
+            if threads:
+                self.pool = ThreadShares(_serve, share_args, name="ppo-core-share")
+            else:
+                self.pool = WorkerPool(_serve, share_args, name="ppo-core-share")
+                for w in range(len(self.pool)):
+                    self.pool.receive(w, ShareError, f"cannot make env {name!r} in a worker process")
         except BaseException:
             self.close_extras()
             raise
@@ -145,10 +230,10 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
                     answers[w] = self.pool.receive(w - 1, ShareError, what)
         return answers
 
-    def _merge(self, answers: list[Any], obs_at: int, calls_at: int) -> tuple[Any, dict]:
-        """The whole's observations (the shares' rows, in order, into one batch) and infos (every share's
-        ``_add_info`` calls at the sub-env's index in the whole)."""
-        infos: dict = {}
+    def _merge(self, answers: list[Any], obs_at: int, infos_at: int) -> tuple[Any, dict]:
+        """The whole's observations (the shares' rows, in order, into one batch) and infos (the first share's,
+        with each later share's merged in: :func:`merge_infos`)."""
+        infos: dict | None = None
         arrays = isinstance(self._observations, np.ndarray)  # Box, Discrete, ...: the rows are array slices
         for part, space, answer in zip(self.parts, self._share_spaces, answers, strict=True):
             if answer is None:
@@ -158,11 +243,10 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
             else:
                 for i, row in enumerate(iterate(space, answer[obs_at])):
                     self._rows[part.start + i] = row
-            for info, i in answer[calls_at]:
-                infos = self._add_info(infos, info, part.start + i)
+            infos = answer[infos_at] if infos is None else merge_infos(infos, answer[infos_at], part)
         if not arrays:
             self._observations = concatenate(self.single_observation_space, self._rows, self._observations)
-        return deepcopy(self._observations), infos
+        return deepcopy(self._observations), infos if infos is not None else {}
 
     def step(self, actions: Any) -> tuple:
         if isinstance(actions, np.ndarray):

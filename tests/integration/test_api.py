@@ -213,7 +213,7 @@ def match_sign_limited():
     return gym.wrappers.TimeLimit(MatchSign(), max_episode_steps=5)
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", "threads"])
 def test_a_factorys_time_limit_is_the_evaluation_cap(tmp_path: Path, mode: str):
     summary = shell.train(env=match_sign_limited, run_dir=tmp_path / "run", progress=False,
                           overrides={"env.num_envs": 2, "ppo.num_steps": 16, "ppo.num_minibatches": 1,

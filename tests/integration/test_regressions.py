@@ -85,7 +85,7 @@ def expected_episode_means(seed: int, num_envs: int, num_steps: int, updates: in
     return out
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", "threads"])
 def test_episode_statistics_are_the_true_episode_sums(main, tmp_path, mode):
     """Terminations after 3 and 5 steps, time-limit truncations after 7; the k-th step pays k.
 

@@ -1,10 +1,12 @@
-"""``env.vectorization_mode = "async"`` with ``env.shares``: the sub-envs in shares stepped at the same time
-(shell/envs/shards.py) give exactly what one SyncVectorEnv of them gives: observations, rewards, flags and
-infos (final observations, masks, episode statistics), step by step and through a whole training run."""
+"""``env.vectorization_mode = "async"`` with ``env.shares``, and ``"threads"``: the sub-envs in shares stepped at the
+same time, in worker processes or in threads (shell/envs/shards.py), give exactly what one SyncVectorEnv of them
+gives: observations, rewards, flags and infos (final observations, masks, episode statistics), step by step and
+through a whole training run."""
 
 from __future__ import annotations
 
 import csv
+import os
 
 import attrs
 import gymnasium as gym
@@ -59,8 +61,9 @@ def episode(env: gym.vector.VectorEnv, steps: int, n: int) -> list:
 ENVS = ["CartPole-v1", "Taxi-v4", "Hopper-v5"]  # discrete, info masks (Taxi), MuJoCo with its truncations
 
 
+@pytest.mark.parametrize("mode", ["async", "threads"])
 @pytest.mark.parametrize("env_id", ENVS)
-def test_shares_return_what_one_sync_vector_env_returns(env_id):
+def test_shares_return_what_one_sync_vector_env_returns(env_id, mode):
     if env_id.startswith("Hopper"):
         pytest.importorskip("mujoco")
     n, steps = 7, 300
@@ -72,9 +75,10 @@ def test_shares_return_what_one_sync_vector_env_returns(env_id):
         sync.close()
     assert sum("final_obs" in out[-1] for out in expected[1:]) > 5
     for shares in (2, 3, n):
-        sharded = make_vector_env(attrs.evolve(base, vectorization_mode="async", shares=shares), n)
+        sharded = make_vector_env(attrs.evolve(base, vectorization_mode=mode, shares=shares), n)
         try:
-            assert isinstance(sharded, ShardedVectorEnv) and len(sharded.processes) == shares - 1
+            assert isinstance(sharded, ShardedVectorEnv) and len(sharded.pool) == shares - 1
+            assert len(sharded.processes) == (shares - 1 if mode == "async" else 0)
             got = episode(sharded, steps, n)
         finally:
             sharded.close()
@@ -90,13 +94,15 @@ def _rows(run_dir) -> list[dict]:
     return rows
 
 
-def test_a_run_in_shares_repeats_the_sync_run_exactly(tmp_path):
+@pytest.mark.parametrize(("mode", "shares"), [("async", 2), ("threads", 2), ("threads", None)])
+def test_a_run_in_shares_repeats_the_sync_run_exactly(tmp_path, mode, shares):
     """Metrics, evaluation and checkpoint tensors of a short Pendulum run (observation and reward
     normalisation, evaluation episodes in shares too) are those of the same run with sync sub-envs."""
     small = {"env": {"id": "Pendulum-v1", "num_envs": 6, "normalize_obs": True, "normalize_reward": True},
              "ppo": {"num_steps": 64, "num_minibatches": 4, "update_epochs": 2},
              "run": {"total_timesteps": 768, "eval_episodes": 3, "device": "cpu", "seed": 5}}
-    sharded = {**small, "env": {**small["env"], "vectorization_mode": "async", "shares": 2}}
+    sharded = {**small, "env": {**small["env"], "vectorization_mode": mode,
+                                **({} if shares is None else {"shares": shares})}}
     a = train(config_from_dict(small), run_dir=tmp_path / "sync").summary
     b = train(config_from_dict(sharded), run_dir=tmp_path / "shares").summary
     assert a["eval_return_mean"] == b["eval_return_mean"]
@@ -128,8 +134,9 @@ class Counter(gym.Env):
         return np.array([self.level + self.steps], np.float32), 1.0, False, self.steps >= 5, {}
 
 
-def test_call_get_attr_and_set_attr_reach_every_sub_env_in_order():
-    env = vec_from_factory(Counter, EnvConfig(id="counter", vectorization_mode="async", shares=3), 5)
+@pytest.mark.parametrize("mode", ["async", "threads"])
+def test_call_get_attr_and_set_attr_reach_every_sub_env_in_order(mode):
+    env = vec_from_factory(Counter, EnvConfig(id="counter", vectorization_mode=mode, shares=3), 5)
     try:
         env.set_attr("level", [10, 20, 30, 40, 50])
         assert env.get_attr("level") == (10, 20, 30, 40, 50)
@@ -141,16 +148,27 @@ def test_call_get_attr_and_set_attr_reach_every_sub_env_in_order():
         env.close()
 
 
-def test_a_sub_env_that_raises_in_a_worker_is_one_training_error_naming_the_env():
-    cfg = EnvConfig(id="counter", vectorization_mode="async", shares=2)
+@pytest.mark.parametrize(("mode", "line"), [("async", r"^env \S*Counter: ValueError: boom$"),
+                                           ("threads", r"^env \S*Counter raised ValueError: boom$")])
+def test_a_sub_env_that_raises_in_another_share_is_one_training_error_naming_the_env(mode, line):
+    cfg = EnvConfig(id="counter", vectorization_mode=mode, shares=2)
     env = from_factory(Counter, cfg, 4, torch.device("cpu"))
     try:
         env.reset(seed=0)
-        env.sub_envs().set_attr("boom", [False, False, False, True])  # the last sub-env: in the worker's share
+        env.sub_envs().set_attr("boom", [False, False, False, True])  # the last sub-env: in the other share
         env.step(torch.zeros(4, dtype=torch.long))
         env.step(torch.zeros(4, dtype=torch.long))
-        with pytest.raises(TrainingError, match=r"^env \S*Counter: ValueError: boom$"):
+        with pytest.raises(TrainingError, match=line):
             env.step(torch.zeros(4, dtype=torch.long))
+    finally:
+        env.close()
+
+
+def test_threads_default_to_one_share_per_cpu():
+    env = vec_from_factory(Counter, EnvConfig(id="counter", vectorization_mode="threads"), 64)
+    try:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        assert len(env.parts) == min(64, cpus) and len(env.pool) == len(env.parts) - 1
     finally:
         env.close()
 
@@ -165,8 +183,20 @@ def test_backends_that_step_their_own_sub_envs_refuse_shares(backend, env_id):
         check_config(config.env)
 
 
-def test_shares_need_async():
-    with pytest.raises(ConfigError, match=r"^env.shares = 2 applies to env.vectorization_mode = 'async'"):
+@pytest.mark.parametrize(("backend", "env_id"), [("torch", "Pendulum-v1"), ("envpool", "Pendulum-v1"),
+                                                 ("ale", "ALE/Pong-v5"), ("pettingzoo", "mpe2.simple_spread_v3"),
+                                                 ("vmas", "balance")])
+def test_threads_are_refused_by_every_backend_but_gymnasium(backend, env_id):
+    config = config_from_dict({"env": {"id": env_id, "backend": backend, "atari": backend == "ale",
+                                       "vectorization_mode": "threads"}})
+    with pytest.raises(ConfigError, match=rf"^env.vectorization_mode = 'threads' applies to env.backend = "
+                                          rf"'gymnasium', not '{backend}'$"):
+        check_config(config.env)
+
+
+def test_shares_need_async_or_threads():
+    with pytest.raises(ConfigError, match=r"^env.shares = 2 applies to env.vectorization_mode = 'async' or "
+                                          r"'threads'"):
         config_from_dict({"env": {"shares": 2}})
     with pytest.raises(ConfigError, match=r"env.shares = 0 is out of range"):
         config_from_dict({"env": {"vectorization_mode": "async", "shares": 0}})

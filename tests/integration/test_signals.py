@@ -65,7 +65,7 @@ def assert_interrupted(run: Path, out: str, err: str, code: int, returncode: int
     return summary
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", "threads"])
 def test_ctrl_c_to_the_process_group_in_every_vectorization_mode(tmp_path, mode):
     run = tmp_path / "run"
     proc = start("--config", "cartpole", "--set", f"env.vectorization_mode='{mode}'", "--set", "env.num_envs=4",
