@@ -138,6 +138,14 @@ def _main(serve: Callable[..., Any], pipe: Any, args: tuple, parent_pid: int, de
         pipe.close()
 
 
+def usable_cpus() -> int:
+    """How many CPUs this process may run on: its affinity where the platform reports one, else the machine's
+    count (at least 1)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def split(count: int, parts: int) -> list[range]:
     """``count`` items in ``parts`` contiguous ranges whose sizes differ by at most one, the larger first
     (``split(7, 3)``: ``[range(0, 3), range(3, 5), range(5, 7)]``); ``parts`` is clipped to ``[1, count]``."""

@@ -6,7 +6,6 @@ Its runs are evaluated on gymnasium's env of the same id with the chain of
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import attrs
@@ -19,6 +18,7 @@ from shell.config import EnvConfig, PolicyConfig
 from shell.envs.base import backend_error, refuse_shares, refuse_wrappers
 from shell.envs.gymnasium import GymVecEnv, import_env_package
 from shell.errors import ConfigError, first_line
+from shell.workers import usable_cpus
 
 
 def check_config(cfg: EnvConfig) -> None:
@@ -117,7 +117,7 @@ def make_vector_env(cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
 
     try:
-        return AtariVectorEnv(game, num_envs, num_threads=min(num_envs, len(os.sched_getaffinity(0))),
+        return AtariVectorEnv(game, num_envs, num_threads=min(num_envs, usable_cpus()),
                               img_height=84, img_width=84, grayscale=True, stack_num=cfg.frame_stack, frameskip=4,
                               maxpool=True, noop_max=30, episodic_life=False, reward_clipping=False,
                               use_fire_reset=False, autoreset_mode=AutoresetMode.SAME_STEP, **options)

@@ -30,7 +30,7 @@ from shell.errors import ConfigError, TrainingError, clipped, first_line
 from shell.installation import install_hint
 from shell.observations import Obs, ObservationError, obs_layout, stack_final_obs, to_tensor
 from shell.seeding import ResetSeed
-from shell.workers import become_worker, how_it_ended
+from shell.workers import become_worker, how_it_ended, usable_cpus
 
 EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "moviepy": "video", "ale_py": "atari", "minigrid": "minigrid",
           "cv2": "atari", "opencv": "atari"}
@@ -211,8 +211,7 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, render_mode: str | None = Non
                                  vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **kwargs)
             make, spec = probe.env_fns[0], probe.spec
             probe.close()
-            return ShardedVectorEnv(make, num_envs, share_count(cfg), spec=spec, name=cfg.id,
-                                    threads=cfg.vectorization_mode == "threads")
+            return _sharded_env(make, num_envs, cfg, spec=spec, name=cfg.id)
         return gym.make_vec(
             cfg.id,
             num_envs=num_envs,
@@ -254,9 +253,12 @@ def _sharded(cfg: EnvConfig) -> bool:
 def share_count(cfg: EnvConfig) -> int:
     """How many shares the sub-envs are stepped in: ``env.shares``, else (threads) one per CPU this process may
     use."""
-    if cfg.shares is not None:
-        return cfg.shares
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cfg.shares if cfg.shares is not None else usable_cpus()
+
+
+def _sharded_env(make: Callable[[], gym.Env], num_envs: int, cfg: EnvConfig, **kwargs: Any) -> ShardedVectorEnv:
+    """The config's sub-envs of ``make`` in shares: :func:`share_count` of them, in threads or processes."""
+    return ShardedVectorEnv(make, num_envs, share_count(cfg), threads=cfg.vectorization_mode == "threads", **kwargs)
 
 
 def _names_pettingzoo_module(env_id: str) -> bool:
@@ -331,8 +333,7 @@ def vec_from_factory(factory: Callable[[], gym.Env], cfg: EnvConfig, num_envs: i
                           f"{type(exc).__name__}: {first_line(exc)}") from None
     if _sharded(cfg):
         try:
-            return ShardedVectorEnv(make, num_envs, share_count(cfg), name=source_name(factory),
-                                    threads=cfg.vectorization_mode == "threads")
+            return _sharded_env(make, num_envs, cfg, name=source_name(factory))
         except ShareError as exc:
             raise ConfigError(str(exc)) from None
     vector_class = gym.vector.AsyncVectorEnv if cfg.vectorization_mode == "async" else gym.vector.SyncVectorEnv

@@ -14,7 +14,7 @@ builds. So a run gives the same numbers as with ``"sync"`` (tests/integration/te
 With ``env.vectorization_mode = "threads"`` the other shares are stepped by threads of this process
 (:class:`ThreadShares`) instead: no pipe and no pickling. Python runs one
 thread at a time, so this pays only for envs whose step spends most of its time in code that releases the GIL:
-MuJoCo's ``mj_step`` does (78 us of a Hopper-v5 step on the reference machine, 57 us of it in ``mj_step``).
+MuJoCo's ``mj_step`` does, and it is most of a MuJoCo env's step (bench/BENCHMARKS.md, "Sub-envs in threads").
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ class Share:
     (:class:`_ShareSyncVectorEnv`).
     """
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], offset: int = 0, whole: int | None = None):
-        self.env = _ShareSyncVectorEnv(env_fns, offset, len(env_fns) if whole is None else whole)
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], offset: int, whole: int):
+        self.env = _ShareSyncVectorEnv(env_fns, offset, whole)
 
     def step(self, actions: Any) -> tuple:
         return self.env.step(actions)

@@ -6,7 +6,6 @@ through a whole training run."""
 from __future__ import annotations
 
 import csv
-import os
 
 import attrs
 import gymnasium as gym
@@ -20,6 +19,7 @@ from shell.envs import check_config
 from shell.envs.gymnasium import from_factory, make_vector_env, vec_from_factory
 from shell.envs.shards import ShardedVectorEnv
 from shell.errors import ConfigError, TrainingError
+from shell.workers import usable_cpus
 
 
 def same(u, v) -> bool:
@@ -167,8 +167,7 @@ def test_a_sub_env_that_raises_in_another_share_is_one_training_error_naming_the
 def test_threads_default_to_one_share_per_cpu():
     env = vec_from_factory(Counter, EnvConfig(id="counter", vectorization_mode="threads"), 64)
     try:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        assert len(env.parts) == min(64, cpus) and len(env.pool) == len(env.parts) - 1
+        assert len(env.parts) == min(64, usable_cpus()) and len(env.pool) == len(env.parts) - 1
     finally:
         env.close()
 

@@ -10,7 +10,6 @@ next in a turn-based game (:class:`shell.envs.pettingzoo.turns.TurnGame`; None f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from shell.envs.pettingzoo.turns import TurnGame
 from shell.errors import ConfigError, TrainingError, first_line
-from shell.workers import WorkerPool, split
+from shell.workers import WorkerPool, split, usable_cpus
 
 
 def _step_copy(env: Any, joint: dict, with_state: bool) -> tuple:
@@ -95,7 +94,7 @@ class AsyncCopies:
 
     def __init__(self, factory: Callable[..., Any], copies: int, render_mode: str | None, with_state: bool,
                  name: str, shares: int | None = None):
-        parts = split(copies, shares or os.cpu_count() or 1)
+        parts = split(copies, shares or usable_cpus())
         self.name = name
         self.local = SyncCopies([], with_state)  # share 0: stepped here
         self.local_part, self.slices = parts[0], parts[1:]
