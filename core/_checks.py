@@ -7,12 +7,14 @@ bug) never reaches the maths.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
 def check_same_shape(**tensors: torch.Tensor) -> None:
     """Raise ``ValueError`` unless every named tensor has the same shape."""
-    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
+    shapes = {name: tuple(getattr(t, "shape", ())) for name, t in tensors.items()}  # a Python float: ()
     # compared with the first, not hashed into a set: under torch.compile hashing a symbolic size fixes it to its
     # value (a graph per minibatch size where the rows vary), comparing keeps it symbolic
     first = next(iter(shapes.values()), None)
@@ -26,6 +28,22 @@ def check_floating(**tensors: torch.Tensor) -> None:
     for name, t in tensors.items():
         if not t.is_floating_point():
             raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+
+
+def check_moments(**values: Any) -> None:
+    """Raise ``ValueError`` unless the named statistics are all floating-point tensors, or all float host values:
+    NumPy float arrays or scalars (a float ``dtype.kind``) or Python floats."""
+    tensors = [isinstance(v, torch.Tensor) for v in values.values()]
+    if all(tensors):
+        check_floating(**values)
+        return
+    if any(tensors):
+        kinds = ", ".join(f"{name} {type(v).__name__}" for name, v in values.items())
+        raise ValueError(f"statistics must be all tensors or all host values, got {kinds}")
+    for name, v in values.items():
+        if not isinstance(v, float) and getattr(getattr(v, "dtype", None), "kind", None) != "f":
+            raise ValueError(f"{name} must be a float array or number, got {type(v).__name__} "
+                             f"{getattr(v, 'dtype', '')}".rstrip())
 
 
 def check_same_dtype(**tensors: torch.Tensor) -> None:

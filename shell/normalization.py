@@ -24,14 +24,20 @@ STAT_DTYPE = torch.float64
 
 
 class RunningMoments(nn.Module):
-    """Global (mean, var, count) as buffers, plus a pending batch merged in by :meth:`commit`."""
+    """Global (mean, var, count) as buffers, plus a pending batch merged in by :meth:`commit`.
+
+    On the CPU the pending statistics are float64 NumPy values (views of the batch moments torch
+    computed): every env step merges them twice (:meth:`observe`, :meth:`current`), and
+    ``core.merge_moments`` gives NumPy's results bit for bit as torch's, at a fraction of torch's
+    cost per operation. On another device they stay tensors there, with no host synchronisation.
+    """
 
     def __init__(self, shape: tuple[int, ...]):
         super().__init__()
         self.register_buffer("mean", torch.zeros(shape, dtype=STAT_DTYPE))
         self.register_buffer("var", torch.ones(shape, dtype=STAT_DTYPE))
         self.register_buffer("count", torch.zeros((), dtype=STAT_DTYPE))
-        self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.pending: tuple | None = None  # (mean, var, count): tensors, or NumPy values and a float on the CPU
 
     def observe(self, batch: torch.Tensor, valid: torch.Tensor) -> None:
         """Add the valid rows of a batch ``[B, *shape]`` (``valid [B]`` bool) to the pending statistics.
@@ -43,21 +49,28 @@ class RunningMoments(nn.Module):
         if batch.shape[0] == 0:
             return
         mean, var, n = core.batch_moments(batch.to(STAT_DTYPE))
-        n = torch.tensor(float(n), dtype=STAT_DTYPE, device=mean.device)
-        self.pending = (mean, var, n) if self.pending is None else core.merge_moments(*self.pending, mean, var, n)
+        if mean.device.type == "cpu":
+            stats = (mean.numpy(), var.numpy(), float(n))
+        else:
+            stats = (mean, var, torch.tensor(float(n), dtype=STAT_DTYPE, device=mean.device))
+        self.pending = stats if self.pending is None else core.merge_moments(*self.pending, *stats)
 
     def current(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``merge(G, pending)``: the statistics to use now."""
         if self.pending is None:
             return self.mean, self.var, self.count
-        return core.merge_moments(self.mean, self.var, self.count, *self.pending)
+        if isinstance(self.pending[0], torch.Tensor):
+            return core.merge_moments(self.mean, self.var, self.count, *self.pending)
+        merged = core.merge_moments(self.mean.numpy(), self.var.numpy(), self.count.item(), *self.pending)
+        return tuple(torch.as_tensor(x, dtype=STAT_DTYPE) for x in merged)
 
     def commit(self, dist: Dist) -> None:
         """Merge every rank's pending statistics into the global ones (in rank order), then clear them."""
         if self.pending is None:
             return
         merged = None
-        for stats in dist.gather_objects(tuple(t.cpu() for t in self.pending)):
+        pending = tuple(torch.as_tensor(t, dtype=STAT_DTYPE).cpu() for t in self.pending)
+        for stats in dist.gather_objects(pending):
             stats = tuple(t.to(self.mean.device) for t in stats)
             merged = stats if merged is None else core.merge_moments(*merged, *stats)
         mean, var, count = core.merge_moments(self.mean, self.var, self.count, *merged)

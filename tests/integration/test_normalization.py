@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+import core
 from shell.api import resume
 from shell.checkpoint import load_checkpoint
 from shell.config import config_from_dict
@@ -38,6 +39,36 @@ def test_running_moments_match_numpy_on_the_concatenated_data(batches, commit_ev
     assert float(count) == len(data)
     np.testing.assert_allclose(mean.numpy(), data.mean(0), rtol=1e-9, atol=1e-7)
     np.testing.assert_allclose(var.numpy(), data.var(0), rtol=1e-7, atol=1e-6)
+
+
+@settings(deadline=None, max_examples=60)
+@given(batches=batches, data=st.data(), scalar=st.booleans())
+def test_host_statistics_on_the_cpu_give_the_bits_of_the_tensor_merges(batches, data, scalar):
+    """On the CPU the pending statistics are NumPy values: every current() and every commit gives the bits of the
+    same merges in float64 tensors with tensor counts (how the statistics run on another device)."""
+    shape = () if scalar else (3,)
+    moments = RunningMoments(shape)
+    g_mean, g_var, g_count = moments.mean.clone(), moments.var.clone(), moments.count.clone()
+    pending = None
+    for batch in batches:
+        x = torch.tensor(batch, dtype=torch.float32)
+        x = x[:, 0] if scalar else x
+        valid = torch.tensor(data.draw(st.lists(st.booleans(), min_size=len(batch), max_size=len(batch))))
+        moments.observe(x, valid)
+        if valid.any():
+            mean, var, n = core.batch_moments(x[valid].double())
+            stats = (mean, var, torch.tensor(float(n), dtype=torch.float64))
+            pending = stats if pending is None else core.merge_moments(*pending, *stats)
+        expected = (g_mean, g_var, g_count) if pending is None else core.merge_moments(g_mean, g_var, g_count,
+                                                                                         *pending)
+        assert all(torch.equal(a, b) for a, b in zip(moments.current(), expected, strict=True))
+        if data.draw(st.booleans()):
+            moments.commit(Dist())
+            if pending is not None:
+                g_mean, g_var, g_count = core.merge_moments(g_mean, g_var, g_count, *pending)
+            pending = None
+            assert torch.equal(moments.mean, g_mean) and torch.equal(moments.var, g_var)
+            assert torch.equal(moments.count, g_count)
 
 
 def test_return_scaler_counts_real_transitions_and_resets_at_episode_ends():

@@ -346,6 +346,50 @@ def test_merge_moments_hand_worked_example() -> None:
     assert bm[2] == 2
 
 
+def _host(x: torch.Tensor):
+    """A float64 tensor as the shell keeps host statistics: a NumPy array, or a NumPy scalar when 0-d."""
+    return x.numpy() if x.dim() else np.float64(x.item())
+
+
+@given(batches=data_batches(count=3), host_counts=st.booleans(), zero_dims=st.booleans())
+def test_merge_moments_on_host_values_gives_the_bits_of_tensors(batches, host_counts, zero_dims) -> None:
+    """NumPy arrays, NumPy scalars and Python floats go through the same arithmetic: every merge of a running chain
+    gives the float64 tensors' bits, with tensor counts (the device's way) or Python-float counts."""
+    parts, _ = batches
+    if zero_dims:
+        parts = [p[:, 0] for p in parts]
+    stats = [core.batch_moments(torch.as_tensor(p, dtype=torch.float64)) for p in parts]
+    tensors = [(m, v, torch.tensor(float(n), dtype=torch.float64)) for m, v, n in stats]
+    host = [(_host(m), _host(v), float(n)) for m, v, n in stats]
+    if not host_counts:  # the tensors' counts as the ints batch_moments gives
+        tensors = [(m, v, n) for m, v, n in stats]
+    running_t, running_h = tensors[0], host[0]
+    for t, h in zip(tensors[1:], host[1:], strict=True):
+        running_t, running_h = core.merge_moments(*running_t, *t), core.merge_moments(*running_h, *h)
+        for tensor, value in zip(running_t, running_h, strict=True):
+            as_float64 = (torch.as_tensor(x, dtype=torch.float64) for x in (tensor, value))
+            assert torch.equal(*as_float64)
+
+
+@given(values=arrays(st.integers(1, 64).map(lambda n: (n,)), 1e18), dtype=dtypes)
+def test_torch_pow_2_is_the_product_merge_moments_writes(values, dtype) -> None:
+    """merge_moments squares as ``delta * delta``, which is torch's own ``pow(2)`` (bit for bit)."""
+    x = torch.as_tensor(values, dtype=torch.float64).to(dtype)
+    assert torch.equal(x.pow(2), x * x)
+
+
+def test_merge_moments_refuses_mixed_or_non_float_statistics() -> None:
+    t, a = torch.zeros(3, dtype=torch.float64), np.zeros(3)
+    with pytest.raises(ValueError, match="all tensors or all host values"):
+        core.merge_moments(t, t, 1.0, a, a, 1.0)
+    with pytest.raises(ValueError, match="batch_var must be a float array or number, got ndarray int64"):
+        core.merge_moments(a, a, 1.0, a, np.zeros(3, dtype=np.int64), 1.0)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        core.merge_moments(a, a, 1.0, np.zeros(4), np.zeros(4), 1.0)
+    mean, var, count = core.merge_moments(2.0, 1.0, 2.0, 5.0, 0.0, 1.0)  # Python floats: the hand-worked example
+    assert (mean, var, count) == (3.0, 8.0 / 3.0, 3.0)
+
+
 def test_merge_moments_rejects_a_zero_total_count() -> None:
     z = torch.zeros(3)
     with pytest.raises(ValueError):
