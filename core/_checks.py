@@ -7,6 +7,7 @@ bug) never reaches the maths.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import torch
@@ -44,6 +45,21 @@ def check_moments(**values: Any) -> None:
         if not isinstance(v, float) and getattr(getattr(v, "dtype", None), "kind", None) != "f":
             raise ValueError(f"{name} must be a float array or number, got {type(v).__name__} "
                              f"{getattr(v, 'dtype', '')}".rstrip())
+
+
+def check_counts(tensor_moments: bool, **counts: Any) -> None:
+    """Raise ``ValueError`` unless every named count is a number >= 0 (NumPy's too), or, beside tensor statistics
+    (``tensor_moments``), a floating-point tensor (an integer one would divide in float32)."""
+    for name, n in counts.items():
+        if isinstance(n, torch.Tensor):
+            if not tensor_moments:
+                raise ValueError(f"{name} is a tensor but the statistics are host values; give it as a number")
+            if not n.is_floating_point():
+                raise ValueError(f"{name} must be a floating-point tensor, got dtype {n.dtype}")
+        elif not isinstance(n, numbers.Real) or isinstance(n, bool):
+            raise ValueError(f"{name} must be a tensor or a number, got {type(n).__name__}")
+        elif n < 0:
+            raise ValueError(f"{name} must be >= 0, got {n}")
 
 
 def check_same_dtype(**tensors: torch.Tensor) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from core._checks import (
+    check_counts,
     check_flag,
     check_floating,
     check_moments,
@@ -161,10 +162,13 @@ def merge_moments(
         M2    = var_a * n_a + var_b * n_b + delta^2 * n_a * n_b / n
         var   = M2 / n
 
-    Symmetric in its two operands and associative, so per-rank statistics
-    can be merged in any order. Merging with a zero count returns the other
-    operand. With Python-number counts a zero total raises; with tensor counts
-    (checked without a host synchronisation) it gives finite values and count 0.
+    In exact arithmetic it is symmetric in its two operands and associative, and
+    merging with a zero count returns the other operand; in floats each holds up
+    to rounding, relative to the operands' magnitudes (a mean of 1e20 with count
+    0 cancels what it is merged with), so a fixed order gives fixed bits: the
+    shell merges ranks in rank order. With Python-number counts a zero total
+    raises; with tensor counts (checked without a host synchronisation) it gives
+    finite values and count 0.
 
     The statistics are torch tensors, or host values: NumPy float arrays and
     scalars or Python floats (all four operands of one kind). The arithmetic is
@@ -176,19 +180,22 @@ def merge_moments(
     Args:
         mean: ``[S]`` (any shape) running mean, float.
         var: same shape, running (population) variance.
-        count: 0-d tensor or float, number of samples behind them (>= 0).
+        count: number of samples behind them (>= 0): a 0-d float tensor (with tensor
+            statistics only) or a number.
         batch_mean: same shape, mean of the new batch.
         batch_var: same shape, variance of the new batch.
-        batch_count: 0-d tensor or float, its number of samples (>= 0).
+        batch_count: its number of samples, as ``count``.
 
     Returns:
         ``(mean, var, count)`` merged: new tensors, or host values.
 
     Raises:
         ValueError: on mismatched shapes, non-float statistics, tensors mixed with host
-            values, or a total count of zero given as Python numbers.
+            values (a tensor count beside host statistics too), an integer tensor count, a
+            negative number count, or a total count of zero given as numbers.
     """
     check_moments(mean=mean, var=var, batch_mean=batch_mean, batch_var=batch_var)
+    check_counts(isinstance(mean, torch.Tensor), count=count, batch_count=batch_count)
     check_same_shape(mean=mean, var=var, batch_mean=batch_mean, batch_var=batch_var)
     total = count + batch_count
     if not isinstance(total, torch.Tensor) and total <= 0:

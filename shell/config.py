@@ -186,7 +186,8 @@ class EnvConfig:
     shares: int | None = _field(None, "async or threads: step the sub-envs in this many shares at once, one in this "
                                 "process and the rest in worker processes (threads: in threads), each share's "
                                 "sub-envs in turn (the same results as 'sync'); absent = gymnasium's AsyncVectorEnv "
-                                "(a process per sub-env), pettingzoo and threads one share per CPU.", _range(1))
+                                "(a process per sub-env), pettingzoo and threads one share per CPU; sync takes only 1 "
+                                "(it is one share).", _range(1))
     backend: str = _field("gymnasium", "'gymnasium' (CPU envs), 'torch' (batched tensor envs), 'ale' (ale-py's "
                           "C++ AtariVectorEnv running the Atari chain; needs env.atari), 'envpool' (EnvPool's "
                           "C++ thread pool; the envpool extra) or 'pettingzoo' (a multi-agent env: env.id names a "
@@ -425,9 +426,9 @@ class Config:
     selfplay: SelfPlayConfig = attrs.field(factory=SelfPlayConfig)
 
     def __attrs_post_init__(self) -> None:
-        if self.env.shares is not None and self.env.vectorization_mode == "sync":
+        if self.env.shares not in (None, 1) and self.env.vectorization_mode == "sync":  # "sync" is one share
             raise ConfigError(f"env.shares = {self.env.shares} applies to env.vectorization_mode = 'async' or "
-                              "'threads'; set one, or leave env.shares out")
+                              "'threads'; set one, or set env.shares = 1 (one share: 'sync') or leave it out")
         if self.run.eval_every and not self.run.eval_episodes:
             raise ConfigError(f"run.eval_every = {self.run.eval_every} needs run.eval_episodes >= 1")
         if self.policy.recurrent != "none":

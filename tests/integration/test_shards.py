@@ -197,5 +197,7 @@ def test_shares_need_async_or_threads():
     with pytest.raises(ConfigError, match=r"^env.shares = 2 applies to env.vectorization_mode = 'async' or "
                                           r"'threads'"):
         config_from_dict({"env": {"shares": 2}})
+    # one share is what "sync" steps: a shipped config in shares can be run in sync from the command line
+    assert config_from_dict({"env": {"vectorization_mode": "sync", "shares": 1}}).env.shares == 1
     with pytest.raises(ConfigError, match=r"env.shares = 0 is out of range"):
         config_from_dict({"env": {"vectorization_mode": "async", "shares": 0}})

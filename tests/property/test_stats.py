@@ -386,6 +386,12 @@ def test_merge_moments_refuses_mixed_or_non_float_statistics() -> None:
         core.merge_moments(a, a, 1.0, a, np.zeros(3, dtype=np.int64), 1.0)
     with pytest.raises(ValueError, match="shape mismatch"):
         core.merge_moments(a, a, 1.0, np.zeros(4), np.zeros(4), 1.0)
+    with pytest.raises(ValueError, match="batch_count is a tensor but the statistics are host values"):
+        core.merge_moments(a, a, 1.0, a, a, torch.tensor(1.0))
+    with pytest.raises(ValueError, match=r"count must be a floating-point tensor, got dtype torch\.int64"):
+        core.merge_moments(t, t, torch.tensor(3), t, t, torch.tensor(1.0))
+    with pytest.raises(ValueError, match="count must be >= 0, got -1"):
+        core.merge_moments(t, t, -1, t, t, 2)
     mean, var, count = core.merge_moments(2.0, 1.0, 2.0, 5.0, 0.0, 1.0)  # Python floats: the hand-worked example
     assert (mean, var, count) == (3.0, 8.0 / 3.0, 3.0)
 
