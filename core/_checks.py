@@ -51,7 +51,10 @@ def check_counts(tensor_moments: bool, **counts: Any) -> None:
     """Raise ``ValueError`` unless every named count is a number >= 0 (NumPy's too), or, beside tensor statistics
     (``tensor_moments``), a floating-point tensor (an integer one would divide in float32)."""
     for name, n in counts.items():
-        if isinstance(n, torch.Tensor):
+        if type(n) is float or type(n) is int:  # the per-step case first: a plain number
+            if n < 0:
+                raise ValueError(f"{name} must be >= 0, got {n}")
+        elif isinstance(n, torch.Tensor):
             if not tensor_moments:
                 raise ValueError(f"{name} is a tensor but the statistics are host values; give it as a number")
             if not n.is_floating_point():
