@@ -7,7 +7,8 @@ For each CHECKOUT/configs/*.toml (or the NAMEs given) this runs, with PYTHONPATH
 fresh temporary folder, ``python CHECKOUT/main.py --config NAME --seed 0 --total-timesteps T
 --run-dir TMP/run --set ...`` with the budget and overrides fixed below (the same command on two
 checkouts runs the same thing), and records: ``metrics_sha256`` (metrics.csv without the wall-time
-columns), ``eval_return_mean``/``eval_return_std``/``env_steps`` from summary.json,
+columns), ``eval_return_mean``/``eval_return_std``/``env_steps`` from summary.json, ``eval_sha256`` (every
+evaluation field of summary.json: a game's ``eval_vs`` and ``elo`` too),
 ``checkpoint_sha256`` and ``tensor_count`` (the final checkpoint's tensors only: key path, dtype,
 shape and bytes, in sorted key order; plain values such as ``train_seconds`` are ignored). A config
 whose optional extra is missing (exit 2 naming ``pip install``) is recorded as skipped.
@@ -36,14 +37,14 @@ UPDATES_BY_CONFIG = {"pong": 1, "breakout": 1}  # bfloat16 Nature CNN, about 50 
 OVERRIDES = ("run.device=\"cpu\"", "run.eval_episodes=2", "run.eval_max_episode_steps=200",
              "run.checkpoint_every=0", "run.keep_checkpoints=1", "run.eval_every=0")
 TIME_COLUMNS = ("seconds", "sps")             # metrics.csv columns that depend on wall time
-FIELDS = ("status", "env_steps", "eval_return_mean", "eval_return_std", "metrics_sha256", "checkpoint_sha256",
-          "tensor_count")
+FIELDS = ("status", "env_steps", "eval_return_mean", "eval_return_std", "eval_sha256", "metrics_sha256",
+          "checkpoint_sha256", "tensor_count")
 
 
 def budget(config: Path) -> tuple[int, int]:
     """(updates, total_timesteps) of one config: whole rollouts of num_envs * num_steps."""
     data = tomllib.loads(config.read_text())
-    batch = data.get("env", {}).get("num_envs", 16) * data.get("ppo", {}).get("num_steps", 200)  # config.py defaults
+    batch = data.get("env", {}).get("num_envs", 16) * data.get("ppo", {}).get("num_steps", 200)  # the schema's defaults
     updates = UPDATES_BY_CONFIG.get(config.stem, UPDATES)
     return updates, updates * batch
 
@@ -81,6 +82,12 @@ def tensor_sha256(state: object) -> tuple[str, int]:
     return digest.hexdigest(), count
 
 
+def eval_sha256(summary: dict) -> str:
+    """sha256 of the summary's evaluation fields (``eval_*`` and a game's ``elo``), in sorted key order."""
+    fields = {k: v for k, v in summary.items() if k.startswith("eval_") or k == "elo"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
 def fingerprint(repo: Path, config: Path, extra: tuple[str, ...] = ()) -> dict:
     updates, total = budget(config)
     record: dict = {"updates": updates, "total_timesteps": total}
@@ -104,6 +111,7 @@ def fingerprint(repo: Path, config: Path, extra: tuple[str, ...] = ()) -> dict:
         ckpt_sha, count = tensor_sha256(torch.load(checkpoint, map_location="cpu", weights_only=True))
         return {**record, "status": "ok", "env_steps": summary["env_steps"],
                 "eval_return_mean": summary["eval_return_mean"], "eval_return_std": summary["eval_return_std"],
+                "eval_sha256": eval_sha256(summary),
                 "metrics_sha256": metrics_sha256(run_dir / "metrics.csv"),
                 "checkpoint": checkpoint.name, "checkpoint_sha256": ckpt_sha, "tensor_count": count}
 

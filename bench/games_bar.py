@@ -55,15 +55,16 @@ def _children_cpu() -> float:
 
 def play(run_dir: Path, games: int, opponents: list[str] | None) -> dict:
     """``games`` games per seat of the run's final policy against each opponent: win/draw/loss per seat."""
-    from shell.evaluation import eval_fields, evaluate
+    from shell.evaluation import EvalSpec, eval_fields, evaluate
     from shell.inference import load_agent
 
     agent, config, state = load_agent(run_dir, "cpu")
     if opponents is None:
         opponents = next((bots for game, bots in BOTS.items() if game in config.env.id), ["random"])
     started = time.perf_counter()
-    outcome = evaluate(agent, config.env, 2 * games, config.run.seed, next(agent.parameters()).device,
-                       policy=config.policy, seed_scheme=config.run.seed_scheme, opponents=opponents)
+    spec = EvalSpec(config.env, 2 * games, config.run.seed, config.run.seed_scheme, config.policy,
+                    opponents=opponents)
+    outcome = evaluate(agent, spec, next(agent.parameters()).device)
     fields = eval_fields(outcome)
     return {"run_dir": str(run_dir), "env_steps": state["env_steps"], "games_per_seat": games,
             "eval_seconds": round(time.perf_counter() - started, 1), "vs": fields["eval_vs"]}

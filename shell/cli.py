@@ -216,7 +216,7 @@ def run(argv: list[str], stop: StopRequest) -> int:
         import torch
 
         torch.set_num_threads(1)
-        from shell.play import play
+        from shell.games.play import play
 
         # Ctrl-C while waiting for a move ends the game at once (the stop request would wait for the input)
         signal.signal(signal.SIGINT, signal.default_int_handler)

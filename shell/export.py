@@ -123,8 +123,8 @@ class DeterministicPolicy(nn.Module):
     def __init__(self, agent: nn.Module, observation_space: gym.Space):
         super().__init__()
         self.agent = agent
-        self.recurrent = bool(getattr(agent, "recurrent", False))
-        self.masked = getattr(agent, "action_mask_source", None) is not None
+        self.recurrent = agent.recurrent
+        self.masked = agent.action_mask_source is not None
         self.mask_size = int(agent.mask_size) if self.masked else 0
         self.state_size = int(agent.initial_state(1, torch.device("cpu")).shape[1]) if self.recurrent else 0
         self.layout: ObsLayout = obs_layout(observation_space)
@@ -447,7 +447,7 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
             them. Only a checkpoint written before the spaces were stored, of a run trained from an
             env factory (or a vector env), needs that env again for its spaces.
         group: a multi-agent run with several groups of agents has a policy per group: the one to
-            export (default file ``ckpt_000000065536.<group>.onnx``); :func:`export_groups` writes each.
+            export (default file ``ckpt_000000065536.<group>.onnx``); :func:`export_lanes` writes each.
             Its inputs are one agent's observation as the trainer saw it (shell/envs/pettingzoo/rows.py);
             a centralised critic's ``critic`` input is not read by the actor (pass zeros).
 
@@ -485,11 +485,6 @@ def export_lanes(target: str | Path, format: str = "onnx", out: str | Path | Non
         raise ConfigError("--out names one file; a run with a policy per group of agents writes one per group "
                           "beside the checkpoint (ckpt_<steps>.<group>.<format>)")
     return {name: _export_lane(agent, name, checkpoint, config, state, format, out) for name, agent in lanes.items()}
-
-
-def export_groups(target: str | Path, format: str = "onnx", env: Any = None) -> dict[str | None, ExportResult]:
-    """:func:`export_lanes` (its name before lanes): every group's policy, each to its default file."""
-    return export_lanes(target, format, None, env)
 
 
 def _load_lanes(target: str | Path, format: str, env: Any) -> tuple[Path, dict[str | None, Any], Any, dict]:
@@ -569,4 +564,4 @@ def export_summary(result: ExportResult) -> dict[str, Any]:
 
 
 __all__: Sequence[str] = ["DeterministicPolicy", "ExportResult", "check_exported", "check_exported_recurrent",
-                          "export_groups", "export_lanes", "export_policy", "load_exported", "observation_inputs"]
+                          "export_lanes", "export_policy", "load_exported", "observation_inputs"]

@@ -206,7 +206,7 @@ class Policy:
 
     @property
     def recurrent(self) -> bool:
-        return bool(getattr(self.agent, "recurrent", False))
+        return self.agent.recurrent
 
     def reset(self, env_indices: Any = None) -> None:
         """Start a new episode in every env (``None``) or in the given envs (recurrent policies;
@@ -225,7 +225,7 @@ class Policy:
     @property
     def masked(self) -> bool:
         """Whether the policy was trained with action masks (and so needs one to act)."""
-        return getattr(self.agent, "action_mask_source", None) is not None
+        return self.agent.action_mask_source is not None
 
     def __call__(self, obs: Any, episode_start: Any = None, action_mask: Any = None) -> np.ndarray:
         """The deterministic action(s): :meth:`act` with ``deterministic=True``."""
@@ -241,7 +241,7 @@ class Policy:
             ValueError: a masked policy without a mask; a mask of the wrong shape, dtype or values, or one
                 that leaves a component with no legal action.
         """
-        source = getattr(self.agent, "action_mask_source", None)
+        source = self.agent.action_mask_source
         if action_mask is None and source == "obs" and isinstance(obs, dict) and MASK_KEY in obs:
             action_mask = obs[MASK_KEY]
         if action_mask is None:

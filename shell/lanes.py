@@ -30,8 +30,6 @@ from shell.normalization import RewardScaler
 from shell.policies import ActorCritic, default_ent_coef, lanes_policy
 from shell.ppo import PPO
 from shell.rollout import Collector, LaneRollout
-from shell.seeding import pool_seed
-from shell.selfplay import SnapshotPool, check_selfplay
 from shell.storage import RolloutStorage
 
 LANE_METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "grad_norm",
@@ -52,11 +50,10 @@ class Lane:
         rollout: its part of the rollout.
 
     ``turns`` (the lane's :attr:`shell.envs.base.LaneSpec.turns`): its rows are seats of a turn-based game.
-    ``pool``: its self-play opponents (:class:`shell.selfplay.SnapshotPool`), which act in some of its rows.
     """
 
     def __init__(self, name: str | None, agent: ActorCritic, rows: int, config: Config, device: torch.device,
-                 generator: torch.Generator, dist: Dist, turns: bool = False, pool: SnapshotPool | None = None):
+                 generator: torch.Generator, dist: Dist, turns: bool = False):
         self.name, self.agent = name, agent
         if config.ppo.rpo_alpha and not isinstance(agent.action_space, spaces.Box):
             where = "" if name is None else f" of group {name!r}"
@@ -78,11 +75,12 @@ class Lane:
         self.storage = RolloutStorage(config.ppo.num_steps, rows, agent.layout, agent.actor.raw_action_shape,
                                       agent.actor.raw_action_dtype, device,
                                       state_size=0 if state is None else state.shape[1], turns=turns)
-        self.rollout = LaneRollout(agent, self.storage, self.reward_scaler, config, generator, dist, pool)
+        self.rollout = LaneRollout(agent, self.storage, self.reward_scaler, config, generator, dist)
 
 
 class Lanes:
-    """Every lane of a run (see the module doc), built for ``env``'s lanes in their order.
+    """Every lane of a run (see the module doc), built for ``env``'s lanes in their order. The lanes act in whatever
+    env :meth:`collect` is given with these lanes (a game's under ``[selfplay]``: :class:`shell.games.PoolEnv`).
 
     Every lane's initial parameters come from ``config.run.seed`` (torch's global RNG under ``fork_rng``,
     so the caller's is left as it was): the same on every rank.
@@ -104,22 +102,11 @@ class Lanes:
             torch.manual_seed(config.run.seed)  # the same initial parameters on every rank
             agents = {name: agent_for_spaces(spec.observation_space, spec.action_space, config)
                       for name, spec in specs.items()}
-        #: ``[selfplay]``'s pool of past snapshots (None without it): opponents that act and never learn
-        self.pool: SnapshotPool | None = None
-        if config.selfplay.enabled:
-            check_selfplay(specs, config.policy.recurrent != "none",
-                           config.selfplay.random_prob > 0 or config.selfplay.opening_moves > 0
-                           or config.selfplay.bot_prob > 0)
-            (name, spec), = specs.items()
-            agents[name] = agents[name].to(device)
-            self.pool = SnapshotPool(agents[name], config.selfplay, spec.agents, env.copies,
-                                     pool_seed(config.run.seed, config.run.seed_scheme, dist.rank), device)
         self.lanes = {name: Lane(name, agents[name].to(device), spec.num_envs, config, device, generator, dist,
-                                 spec.turns, self.pool) for name, spec in specs.items()}
+                                 spec.turns) for name, spec in specs.items()}
         #: the run's policy as checkpoints store it (one ActorCritic, or an AgentGroups by group)
         self.agent = lanes_policy({name: lane.agent for name, lane in self.lanes.items()})
-        self.collector = Collector(env, {name: lane.rollout for name, lane in self.lanes.items()},
-                                   config.ppo.num_steps)
+        self.collector = Collector({name: lane.rollout for name, lane in self.lanes.items()}, config.ppo.num_steps)
         agent_lists = {name: spec.agents for name, spec in specs.items() if spec.agents is not None}
         # the spaces as plain data, in every checkpoint: the policy loads without the env (shell/inference.py)
         self.spaces: dict[str, Any] = {"observation": space_to_data(self.agent.observation_space),
@@ -146,19 +133,14 @@ class Lanes:
         return len(self.lanes) > 1
 
     # ------------------------------------------------------------------ the loop's steps
-    def restart(self) -> None:
-        """The env was reset (:meth:`shell.rollout.Collector.restart`)."""
-        self.collector.restart()
+    def restart(self, env: LaneEnv) -> None:
+        """``env`` was reset (:meth:`shell.rollout.Collector.restart`)."""
+        self.collector.restart(env)
 
-    def collect(self, rows: dict[str | None, Rows],
+    def collect(self, env: LaneEnv, rows: dict[str | None, Rows],
                 poll: Callable[[int], None]) -> tuple[dict[str | None, Rows], dict[str | None, torch.Tensor]]:
-        """One rollout of every lane (:meth:`shell.rollout.Collector.collect`)."""
-        return self.collector.collect(rows, poll)
-
-    def after_update(self, update: int) -> None:
-        """Update ``update`` is done: a self-play pool may take a snapshot of the learner."""
-        if self.pool is not None:
-            self.pool.after_update(update)
+        """One rollout of every lane in ``env`` (:meth:`shell.rollout.Collector.collect`)."""
+        return self.collector.collect(env, rows, poll)
 
     def set_learning_rate(self, lr: float) -> None:
         for lane in self.lanes.values():
@@ -190,22 +172,18 @@ class Lanes:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """``model``, ``optimizer`` and ``reward_scaler`` as checkpoints hold them (see the module doc), and
-        ``selfplay`` (the pool) with ``[selfplay]``."""
+        """``model``, ``optimizer`` and ``reward_scaler`` as checkpoints hold them (see the module doc)."""
         if not self.several:
             lane = next(iter(self.lanes.values()))
             return {"model": lane.agent.state_dict(), "optimizer": lane.ppo.optimizer.state_dict(),
-                    "reward_scaler": lane.reward_scaler.state_dict(),
-                    **({} if self.pool is None else {"selfplay": self.pool.state_dict()})}
+                    "reward_scaler": lane.reward_scaler.state_dict()}
         return {"model": self.agent.state_dict(),
                 "optimizer": {name: lane.ppo.optimizer.state_dict() for name, lane in self.lanes.items()},
                 "reward_scaler": self._scalers().state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The optimiser and reward-scaler state of :meth:`state_dict` (the weights load through
-        :func:`shell.inference.load_weights`, which checks the spaces), and the self-play pool."""
-        if self.pool is not None:
-            self.pool.load_state_dict(state.get("selfplay"))
+        :func:`shell.inference.load_weights`, which checks the spaces)."""
         if not self.several:
             lane = next(iter(self.lanes.values()))
             lane.ppo.optimizer.load_state_dict(state["optimizer"])

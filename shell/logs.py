@@ -30,7 +30,7 @@ CSV_FIELDS = ("update", "env_steps", "seconds", "sps", "learning_rate", "policy_
 
 GAME_FIELDS = ("elo",)
 """The columns a turn-based game's metrics.csv adds after :data:`CSV_FIELDS`: ``elo``, the policy's Elo rating
-at the update's evaluation (``""`` in an update without one; shell/ratings.py)."""
+at the update's evaluation (``""`` in an update without one; shell/games/ratings.py)."""
 
 LANE_FIELDS = ("update", "env_steps", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac",
                "explained_variance", "grad_norm", "epochs", "episodic_return", "episodic_length")

@@ -18,6 +18,7 @@ from shell.optim import Adam
 from shell.storage import RolloutStorage
 
 METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+APPROX_KL = METRICS.index("approx_kl")  # its place in a minibatch's stacked statistics
 
 
 class PPO:
@@ -43,7 +44,7 @@ class PPO:
         self.params = list(agent.parameters())
         self.optimizer = Adam(self.params, lr=cfg.learning_rate, eps=cfg.adam_eps)
         #: ``ppo.value_norm``: the policy's running statistics of the returns (None without it)
-        self.value_normalizer = getattr(agent, "value_normalizer", None)
+        self.value_normalizer = agent.value_normalizer
         self._evaluate_kw = {"rpo_alpha": cfg.rpo_alpha} if cfg.rpo_alpha else {}
         #: ``ppo.symmetry``: the imported function that mirrors a minibatch (None: off)
         self.symmetry = symmetry
@@ -240,7 +241,7 @@ class PPO:
 
                 if adaptive:  # rsl_rl's rule on this minibatch's KL, before its step, on the device
                     with torch.no_grad():
-                        mb_kl = stats[3]
+                        mb_kl = stats[APPROX_KL]
                         if self.dist.enabled:
                             mb_kl = self.dist.all_reduce_sum(mb_kl.clone()) / self.dist.world_size
                         self.optimizer.lr = core.adaptive_learning_rate(self._adaptive_lr(mb_kl.device), mb_kl,
@@ -256,7 +257,7 @@ class PPO:
 
                 with torch.no_grad():
                     sums += torch.cat((stats, grad_norm.reshape(1)))
-                    epoch_kl += stats[3]
+                    epoch_kl += stats[APPROX_KL]
                 n_mb += 1
                 if poll is not None:
                     poll()

@@ -8,7 +8,6 @@ next: the recurrent state per row and which observations start an episode.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,9 +19,6 @@ from shell.normalization import RewardScaler
 from shell.observations import map_obs
 from shell.policies import ActorCritic
 from shell.storage import RolloutStorage, Transition
-
-if TYPE_CHECKING:
-    from shell.selfplay import SnapshotPool
 
 LOG_PROB_CHUNK_ELEMENTS = 4_194_304  # the rollout's log-prob pass in pieces of at most 16 MB of float input
 
@@ -45,13 +41,11 @@ class LaneRollout:
         config: the run's config (``ppo.gamma``, ``ppo.gae_lambda``, ``ppo.reward_scale``, ``env.sign_reward``).
         generator: the rank's generator on the device (action sampling; shared by the lanes, in lane order).
         dist: the process group; the normalisers' statistics of all ranks merge after each rollout.
-        pool: a turn-based lane's self-play opponents (``[selfplay]``): its snapshots act in the rows the learner
-            does not play, and those rows are not valid for the learner (no update, normaliser or advantage).
     """
 
     def __init__(self, agent: ActorCritic, storage: RolloutStorage, reward_scaler: RewardScaler, config: Config,
-                 generator: torch.Generator, dist: Dist, pool: SnapshotPool | None = None):
-        self.agent, self.storage, self.reward_scaler, self.pool = agent, storage, reward_scaler, pool
+                 generator: torch.Generator, dist: Dist):
+        self.agent, self.storage, self.reward_scaler = agent, storage, reward_scaler
         self.config, self.generator, self.dist = config, generator, dist
         device = storage.values.device
         self.rnn_state = agent.initial_state(storage.num_envs, device)
@@ -66,27 +60,19 @@ class LaneRollout:
         self.episode_start = torch.ones_like(self.episode_start)
         self.reward_scaler.reset_returns()
         self.agent.action_mask_source = mask_source
-        if self.pool is not None:
-            self.pool.restart()
-
-    def _learning(self, valid: torch.Tensor) -> torch.Tensor:
-        """``[N]`` the valid rows the learner plays: all of ``valid`` but the rows of self-play opponents."""
-        return valid if self.pool is None else valid & self.pool.learner_rows
 
     def begin(self) -> None:
         self.storage.reset()
         self.episodes = torch.zeros(3, device=self.storage.values.device)
 
     def act(self, rows: Rows) -> torch.Tensor:
-        """Sample the actions of ``rows`` (the mask travels beside the observation, to the heads only); a self-play
-        opponent's rows get its moves."""
-        valid = self._learning(rows.valid)
+        """Sample the actions of ``rows`` (the mask travels beside the observation, to the heads only); the
+        ``rows.valid`` rows enter the observation statistics and, recorded, the update."""
+        valid = rows.valid
         norm_obs = self.agent.obs_normalizer.update_and_normalize(rows.obs, valid)
         state, start = self.rnn_state, self.episode_start
         sample, self.rnn_state = self.agent.rollout_step(norm_obs, state, start, self.generator, rows.action_mask)
         self._step = (norm_obs, sample, state, start, valid, rows.action_mask)
-        if self.pool is not None:
-            return self.pool.act(rows.obs, sample.action, rows.action_mask, rows.valid)
         return sample.action
 
     def record(self, step: StepResult) -> None:
@@ -109,8 +95,6 @@ class LaneRollout:
         if ended is not None:
             self.episodes += torch.stack((ended.sum(), torch.where(ended, step.episode_return, 0.0).sum(),
                                           torch.where(ended, step.episode_length, 0).sum())).to(self.episodes.dtype)
-        if self.pool is not None:
-            self.pool.games_ended(step.ended)  # the copies whose game ended draw their next opponent
 
     def finish(self, rows: Rows) -> torch.Tensor:
         """After the last step: log-probs and values where needed, then the advantages from the value of
@@ -122,7 +106,7 @@ class LaneRollout:
         last_value = agent.rollout_value(agent.obs_normalizer.normalize(rows.obs), self.rnn_state,
                                          self.episode_start)
         self.storage.compute_advantages(last_value, self.config.ppo.gamma, self.config.ppo.gae_lambda,
-                                        self._learning(rows.valid))
+                                        rows.valid)
         return self.episodes
 
     def commit(self) -> None:
@@ -146,28 +130,28 @@ class LaneRollout:
 
 
 class Collector:
-    """Runs every lane in ``env`` for ``num_steps`` joint steps per :meth:`collect`: each lane acts on its
+    """Runs every lane in an env for ``num_steps`` joint steps per :meth:`collect`: each lane acts on its
     rows (in lane order, so the lanes draw from the rank's generator in a fixed order), the env steps once
     with all the actions, and each lane records its result.
 
     Args:
-        env: the lane env (:class:`shell.envs.base.LaneEnv`).
-        lanes: each lane's :class:`LaneRollout`, keyed as ``env.lanes``.
+        lanes: each lane's :class:`LaneRollout`, keyed as the env's ``lanes``.
         num_steps: the rollout length T.
     """
 
-    def __init__(self, env: LaneEnv, lanes: dict[str | None, LaneRollout], num_steps: int):
-        self.env, self.lanes, self.num_steps = env, lanes, num_steps
+    def __init__(self, lanes: dict[str | None, LaneRollout], num_steps: int):
+        self.lanes, self.num_steps = lanes, num_steps
 
-    def restart(self) -> None:
-        """The env was reset (see :meth:`LaneRollout.restart`)."""
-        sources = self.env.mask_sources()
+    def restart(self, env: LaneEnv) -> None:
+        """``env`` was reset (see :meth:`LaneRollout.restart`)."""
+        sources = env.mask_sources()
         for name, lane in self.lanes.items():
             lane.restart(sources[name])
 
-    def collect(self, rows: dict[str | None, Rows],
+    def collect(self, env: LaneEnv, rows: dict[str | None, Rows],
                 poll: Callable[[int], None]) -> tuple[dict[str | None, Rows], dict[str | None, torch.Tensor]]:
-        """Fill every lane's storage with one rollout from ``rows`` and compute its advantages and returns.
+        """Fill every lane's storage with one rollout of ``env`` (:class:`shell.envs.base.LaneEnv`) from ``rows``
+        and compute its advantages and returns.
 
         ``poll(t)`` is called before every joint step ``t`` (the trainer's stop request and
         fault-injection point); an exception it raises ends the rollout.
@@ -186,7 +170,7 @@ class Collector:
             for t in range(self.num_steps):
                 poll(t)
                 actions = {name: lane.act(rows[name]) for name, lane in lanes.items()}
-                results = self.env.step(actions)
+                results = env.step(actions)
                 rows = {}
                 for name, lane in lanes.items():
                     step = results[name]

@@ -23,16 +23,16 @@ from shell.checkpointer import Checkpointer
 from shell.config import Config, dump_toml
 from shell.devices import resolve_device
 from shell.distributed import Dist, RankLost
-from shell.envs import Rows, check_eval_env, make_lanes, masks
+from shell.envs import Rows, check_eval_env, env_package_versions, make_lanes, masks
 from shell.errors import ConfigError, TrainingError
-from shell.evaluation import EvalResult, SeatOpponent, eval_fields, evaluate, resolve_opponents
+from shell.evaluation import EvalResult, EvalSpec, eval_fields, evaluate, resolve_opponents
 from shell.faults import kill_point
 from shell.files import new_run_folder
+from shell.games import OpponentPool, PoolEnv, Ratings, check_selfplay
 from shell.inference import load_weights, policy_for
-from shell.installation import distribution_version, git_state, package_version
+from shell.installation import git_state, package_version
 from shell.lanes import LANE_METRICS, Lanes
-from shell.logs import CSV_FIELDS, GAME_FIELDS, LANE_FIELDS, RunLogs, lane_file
-from shell.ratings import POLICY
+from shell.logs import CSV_FIELDS, LANE_FIELDS, RunLogs, lane_file
 from shell.seeding import sampling_seed, train_seeds
 from shell.stop import Interrupted, StopRequest, exit_code
 from shell.tracking import FAILED, FINISHED, KILLED, Loggers, RunEnd, RunStart, numeric, open_loggers
@@ -55,21 +55,14 @@ def prepare_run_dir(run_dir: Path | None, config: Config) -> Path:
     return path
 
 
-ENV_PACKAGES = ("ale_py", "envpool", "minigrid", "pettingzoo", "mpe2", "vmas")
-"""Env packages whose versions a run records in versions.json when it uses them."""
-
-
 def library_versions() -> dict[str, str | bool | None]:
     """Versions of Python, torch, gymnasium, numpy and this package (``ppo_core``: the installed
-    distribution's version), of the env packages the run has imported (:data:`ENV_PACKAGES`), plus the git
-    commit and dirty flag when the code runs from a checkout."""
+    distribution's version), of the env packages the run has imported (:func:`shell.envs.env_package_versions`),
+    plus the git commit and dirty flag when the code runs from a checkout."""
     commit, dirty = git_state()
     versions: dict[str, str | bool | None] = {
         "python": platform.python_version(), "torch": torch.__version__, "gymnasium": gymnasium.__version__,
-        "numpy": np.__version__, "ppo_core": package_version()}
-    for name in ENV_PACKAGES:
-        if name in sys.modules:
-            versions[name] = distribution_version(name)
+        "numpy": np.__version__, "ppo_core": package_version(), **env_package_versions()}
     return {**versions, "git_commit": commit, "git_dirty": dirty}
 
 
@@ -131,17 +124,23 @@ class Trainer:
             except ConfigError:
                 self.env.close()
                 raise
+        #: ``[selfplay]``'s pool (None without it): who plays each copy's game; its opponents move inside the env
+        self.pool: OpponentPool | None = None
         try:
             if config.run.eval_episodes and self.dist.is_main:
                 resolve_opponents(config.run.eval_opponents)  # a bot that cannot be imported: fail before training
+            if config.selfplay.enabled:
+                check_selfplay(self.env.lanes, config)
             self.lanes = Lanes(self.env, config, self.device, self.generator, self.dist)
+            if config.selfplay.enabled:
+                self.pool = OpponentPool.for_run(self.env, self.lanes.only.agent, config, self.dist.rank, self.device)
+                self.env = PoolEnv(self.env, self.pool)  # the game as the learner sees it: opponents move inside
         except ConfigError:
             self.env.close()
             raise
         self.agent = self.lanes.agent  # the run's policy, as checkpoints hold it
-        #: a turn-based game: its evaluations rate the players, and metrics.csv has the ``elo`` column
-        self.rated = SeatOpponent.serves(self.env.lanes)
-        self._rating_games: dict[tuple[str, str], list[float]] = {}  # the pool's rating games, played once
+        #: a turn-based game's players rated at every evaluation (metrics.csv's ``elo``); nothing for other envs
+        self.ratings = Ratings(self.env.lanes, config.run.seed, config.run.seed_scheme)
         self.spaces = self.lanes.spaces
         self.checkpoints = Checkpointer(self.run_dir, config.run.keep_checkpoints, self.dist.is_main)
         self.update = 0
@@ -167,7 +166,7 @@ class Trainer:
             "model": lanes["model"],
             "optimizer": lanes["optimizer"],
             "reward_scaler": lanes["reward_scaler"],
-            **({"selfplay": lanes["selfplay"]} if "selfplay" in lanes else {}),
+            **({} if self.pool is None else {"selfplay": self.pool.state_dict()}),
             "update": self.update,
             "env_steps": self.env_steps,
             "train_seconds": self.train_seconds,
@@ -185,6 +184,8 @@ class Trainer:
         (:func:`shell.inference.load_weights`, which refuses an env of other spaces)."""
         load_weights(self.agent, state)
         self.lanes.load_state_dict(state)
+        if self.pool is not None:
+            self.pool.load_state_dict(state.get("selfplay"))
         self.update = int(state["update"])
         self.env_steps = int(state["env_steps"])
         self.train_seconds = float(state["train_seconds"])
@@ -226,7 +227,7 @@ class Trainer:
             if not self.dist.enabled:
                 self.stop.check()
 
-        return self.lanes.collect(rows, poll)
+        return self.lanes.collect(self.env, rows, poll)
 
     def _update_and_check(self, episodes: dict[str | None, torch.Tensor]) -> tuple[dict[str, Any], dict[str, dict]]:
         """Every lane's PPO update, then one host sync to read the metrics and episode totals and check
@@ -234,28 +235,25 @@ class Trainer:
         metrics, per_lane = self.lanes.update(poll=lambda: self._poll("update"))
         totals = Lanes.episode_totals(episodes)
         self.dist.all_reduce_sum(totals)
-        lane_parts = []
+        # every value the host reads, by name, in one transfer
+        named: dict[str, torch.Tensor] = {**metrics, **dict(zip(EPISODE_TOTALS, totals, strict=True))}
         for name in self.lanes.reported:
             self.dist.all_reduce_sum(episodes[name])
-            lane_parts += [torch.stack([per_lane[name][k] for k in LANE_METRICS]), episodes[name]]
-        params_finite = torch.stack([p.isfinite().all() for p in self.agent.parameters()]).all()
-        values = torch.cat((torch.stack(list(metrics.values())), totals, *lane_parts,
-                            params_finite.float()[None])).tolist()
-        out: dict[str, Any] = dict(zip(metrics, values, strict=False))
+            named.update({f"{name}/{k}": per_lane[name][k] for k in LANE_METRICS})
+            named.update({f"{name}/{k}": v for k, v in zip(EPISODE_TOTALS, episodes[name], strict=True)})
+        named["parameters_finite"] = torch.stack([p.isfinite().all() for p in self.agent.parameters()]).all().float()
+        values = dict(zip(named, torch.stack(list(named.values())).tolist(), strict=True))
+        out: dict[str, Any] = {key: values[key] for key in metrics}
         bad = [k for k in ("policy_loss", "value_loss", "entropy", "grad_norm") if not math.isfinite(out[k])]
-        if values[-1] != 1.0:
+        if values["parameters_finite"] != 1.0:
             bad.append("parameters")
         if bad:
             raise TrainingError(f"non-finite {', '.join(bad)} at update {self.update + 1} "
                                 f"(env step {self.env_steps}); training stopped")
-        out.update(_episode_means(values[len(metrics):len(metrics) + 3]))
-        lanes: dict[str, dict] = {}
-        at = len(metrics) + 3
-        for name in self.lanes.reported:
-            lane_values = dict(zip(LANE_METRICS, values[at:at + len(LANE_METRICS)], strict=True))
-            at += len(LANE_METRICS)
-            lanes[name] = {**lane_values, **_episode_means(values[at:at + 3])}
-            at += 3
+        out.update(_episode_means(values))
+        lanes = {name: {**{k: values[f"{name}/{k}"] for k in LANE_METRICS},
+                        **_episode_means({k: values[f"{name}/{k}"] for k in EPISODE_TOTALS})}
+                 for name in self.lanes.reported}
         return out, lanes
 
     # ------------------------------------------------------------------ loop
@@ -271,7 +269,7 @@ class Trainer:
                 the message says where the last good checkpoint is.
         """
         cfg, main = self.config, self.dist.is_main
-        fields = CSV_FIELDS + (GAME_FIELDS if self.rated else ())
+        fields = CSV_FIELDS + self.ratings.fields
         logs = _RunFiles(self.run_dir, self.update, self.lanes.reported, fields) if main else None
         progress = tqdm(total=self.num_updates * cfg.batch_size * self.dist.world_size, initial=self.env_steps,
                         unit="step", file=sys.stderr, dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id,
@@ -310,7 +308,8 @@ class Trainer:
                 rows, episodes = self.collect(rows)
                 values, lane_values = self._update_and_check(episodes)
                 self.update += 1
-                self.lanes.after_update(self.update)
+                if self.pool is not None:
+                    self.pool.after_update(self.update)
                 self.env_steps += step_batch
                 self.train_seconds = time.perf_counter() - start
                 pending = self._row(lr, values, lane_values)  # written if the evaluation is interrupted
@@ -318,10 +317,9 @@ class Trainer:
                 eval_due = bool(cfg.run.eval_every) and self.update % cfg.run.eval_every == 0 \
                     and self.update < self.num_updates
                 if eval_due:
-                    eval_mean, elo = self._periodic_eval()
+                    eval_mean, ratings = self._periodic_eval()
                     pending["eval_return"] = "" if eval_mean is None else eval_mean
-                    if self.rated:
-                        pending["elo"] = "" if elo is None else elo
+                    pending.update(self.ratings.columns(ratings))
                     start = time.perf_counter() - self.train_seconds  # evaluation time is not training time
                 # -- log, callbacks, checkpoint
                 row, pending = pending, None
@@ -364,7 +362,7 @@ class Trainer:
             self.recent_return = values["episodic_return"]
         return {"update": self.update, "env_steps": self.env_steps, "seconds": round(self.train_seconds, 3),
                 "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
-                "eval_return": "", **({"elo": ""} if self.rated else {}), **_lane_keys(lane_values)}
+                "eval_return": "", **self.ratings.columns(None), **_lane_keys(lane_values)}
 
     def _show(self, progress: tqdm, row: dict[str, Any], step_batch: int) -> None:
         """Advance the progress bar by an update; the last update's line is drawn once, by the bar's close."""
@@ -386,7 +384,7 @@ class Trainer:
                 callback.on_train_start(self._context())
         rows = self.env.reset(seed=train_seeds(run.seed, run.seed_scheme, self.config.env.num_envs, self.dist.rank,
                                                self.dist.world_size, self.update))
-        self.lanes.restart()
+        self.lanes.restart(self.env)
         # -- say where the action masks come from (or that none were found), above the progress bar
         line = masks.announce(self.config.env.action_mask, self.env.mask_sources(),
                               {name: spec.action_space for name, spec in self.env.lanes.items()})
@@ -449,18 +447,14 @@ class Trainer:
     def _evaluate(self, stop: StopRequest | None) -> EvalResult:
         """Evaluate the deterministic policy (rank 0) on the run's evaluation envs; in a turn-based game against
         the self-play pool's snapshots too, rating them (:func:`shell.evaluation.evaluate`)."""
-        cfg = self.config
-        pool = self.lanes.pool
-        return evaluate(self.agent, cfg.env, cfg.run.eval_episodes, cfg.run.seed, self.device, stop=stop,
-                        seed_scheme=cfg.run.seed_scheme,
-                        policy=cfg.policy, max_episode_steps=cfg.run.eval_max_episode_steps,
-                        on_step=lambda: kill_point("eval", self.update), source=self.eval_source,
-                        wrappers=self.eval_env_changes.wrappers(), opponents=cfg.run.eval_opponents,
-                        snapshots=None if pool is None else pool.players(), rating_games=self._rating_games)
+        spec = EvalSpec.of_run(self.config, source=self.eval_source, wrappers=self.eval_env_changes.wrappers(),
+                               snapshots={} if self.pool is None else self.pool.players())
+        return evaluate(self.agent, spec, self.device, stop, on_step=lambda: kill_point("eval", self.update),
+                        ratings=self.ratings)
 
-    def _periodic_eval(self) -> tuple[float | None, float | None]:
+    def _periodic_eval(self) -> tuple[float | None, dict[str, float | None] | None]:
         """Evaluate the deterministic policy (rank 0; None on the others); track the best mean. Returns the mean
-        and, in a turn-based game, the policy's Elo rating."""
+        and, in a turn-based game, every player's Elo rating."""
         if not self.dist.is_main:
             return None, None
         # under torchrun the other ranks wait in the checkpoint's collective: stop at the next update instead
@@ -468,7 +462,7 @@ class Trainer:
         mean = sum(outcome.returns) / len(outcome.returns)
         if self.best_eval is None or mean > self.best_eval:
             self.best_eval = mean
-        return mean, (outcome.ratings or {}).get(POLICY)
+        return mean, outcome.ratings
 
     def _write_summary(self, outcome: EvalResult | None, checkpoint: Path | None) -> dict[str, Any]:
         cfg = self.config
@@ -498,10 +492,14 @@ class Trainer:
 
 
 
-def _episode_means(totals: list[float]) -> dict[str, Any]:
-    """``episodic_return`` and ``episodic_length`` from (count, sum of returns, sum of lengths); ``""`` when no
-    episode ended."""
-    count, return_sum, length_sum = totals
+EPISODE_TOTALS = ("episodes", "return_sum", "length_sum")
+"""The names of an update's ``[3]`` episode totals (:meth:`shell.lanes.Lanes.episode_totals`): the episodes that
+ended, the sum of their raw returns and of their lengths."""
+
+
+def _episode_means(totals: dict[str, float]) -> dict[str, Any]:
+    """``episodic_return`` and ``episodic_length`` from the :data:`EPISODE_TOTALS`; ``""`` when no episode ended."""
+    count, return_sum, length_sum = (totals[k] for k in EPISODE_TOTALS)
     return {"episodic_return": return_sum / count if count else "",
             "episodic_length": length_sum / count if count else ""}
 

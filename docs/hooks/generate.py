@@ -1,6 +1,6 @@
 """Pages and snippets generated from the code, for the docs site (``hooks.py``) and its tests.
 
-- :func:`config_reference`: reference/config.md, one table per config section of ``shell/config.py``
+- :func:`config_reference`: reference/config.md, one table per config section of ``shell/config/schema.py``
   (its attrs classes: each key's type, default, allowed values and one-line help);
 - :func:`cli_help`: the ``--help`` text of a subcommand, from the parsers of ``shell/cli.py``;
 - :func:`render_not_run`: the ``<!-- not-run: REASON -->`` marker before a code block, a note for the people
@@ -50,7 +50,7 @@ def _annotation(cls: type, name: str) -> Any:
 def config_sections() -> Iterator[tuple[str, type]]:
     """``(section name, attrs class)`` of every config section, nested ones (an attrs class as a key's
     type, such as ``[run.wandb]``) after their parent, as ``[section.key]``."""
-    from shell.config import SECTIONS
+    from shell.config.schema import SECTIONS
 
     def walk(name: str, cls: type) -> Iterator[tuple[str, type]]:
         yield name, cls
@@ -73,7 +73,7 @@ def config_keys() -> Iterator[tuple[str, attrs.Attribute, type]]:
 
 
 def key_type(field: attrs.Attribute) -> str:
-    """The key's type as written in config.py, without ``| None`` (None is an absent key)."""
+    """The key's type as written in the schema, without ``| None`` (None is an absent key)."""
     text = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
     parts = [p.strip() for p in re.split(r"\|(?![^\[]*\])", text)]
     return " | ".join(p for p in parts if p != "None")
@@ -81,7 +81,7 @@ def key_type(field: attrs.Attribute) -> str:
 
 def key_default(field: attrs.Attribute) -> str:
     """The default as TOML spells it; ``absent`` for None."""
-    from shell.config import toml_value
+    from shell.config.loading import toml_value
 
     default = field.default
     if isinstance(default, attrs.Factory):
@@ -107,7 +107,7 @@ def _validators(validator: Any) -> Iterator[Any]:
 def key_allowed(field: attrs.Attribute) -> str:
     """What the key's validators allow, as markdown (code spans); ``true, false`` for a bool; "" when
     nothing beyond the type is checked."""
-    from shell.config import toml_value
+    from shell.config.loading import toml_value
 
     parts = []
     for validator in _validators(field.validator):
@@ -131,7 +131,7 @@ def _cell(text: str) -> str:
 
 
 def config_reference() -> str:
-    """reference/config.md (committed): every key of every section, generated from shell/config.py."""
+    """reference/config.md (committed): every key of every section, generated from shell/config/schema.py."""
     lines = [
         "---",
         "hide:",
@@ -140,10 +140,10 @@ def config_reference() -> str:
         "",
         "# Config keys",
         "",
-        "<!-- Generated from shell/config.py by docs/hooks/generate.py: do not edit; after a change of the config",
-        "     schema, run: python docs/hooks/generate.py --write -->",
+        "<!-- Generated from shell/config/schema.py by docs/hooks/generate.py: do not edit; after a change of the",
+        "     config schema, run: python docs/hooks/generate.py --write -->",
         "",
-        "Every key of a run's TOML config, generated from the attrs classes of `shell/config.py`. "
+        "Every key of a run's TOML config, generated from the attrs classes of `shell/config/schema.py`. "
         "A key left out of a file takes its default; *absent* means the key "
         "has no value unless one is given (what that means is in its description). Set a key in a file, "
         "with `--set section.key=value` on the command line (the value parsed as TOML, else taken as a "
@@ -225,7 +225,7 @@ DEFAULT_SPACE_MARK = re.compile(r"^(?P<indent>[ \t]*)<!--\s*tune-default-space\s
 
 def default_space_toml() -> str:
     """``shell.tune.space.DEFAULT_SPACE`` as the ``[tune.space]`` table a config would write."""
-    from shell.config import toml_value
+    from shell.config.loading import toml_value
     from shell.tune.space import DEFAULT_SPACE
 
     lines = ["[tune.space]"]

@@ -20,13 +20,15 @@ from shell.envs.registry import (
     backend,
     check_config,
     check_eval_env,
+    env_package_versions,
     eval_env_config,
     factory_backend,
     make_env,
+    make_game,
     make_lanes,
 )
 
 __all__ = ["BACKENDS", "GymVecEnv", "LaneEnv", "LaneSpec", "OneLane", "Rows", "StepResult", "VecEnv",
            "atari_wrappers", "autoreset_mode", "backend", "check_action_space", "check_config", "check_eval_env",
-           "eval_env_config", "factory_backend", "import_object", "make_env", "make_lanes", "sub_env_wrappers",
-           "user_wrappers", "vec_from_factory"]
+           "env_package_versions", "eval_env_config", "factory_backend", "import_object", "make_env", "make_game",
+           "make_lanes", "sub_env_wrappers", "user_wrappers", "vec_from_factory"]

@@ -10,7 +10,7 @@ tensor on the device; numpy appears only inside a backend, at its library's boun
 A backend is a module listed in :data:`shell.envs.registry.BACKENDS` with three functions:
 
 - ``check_config(cfg: EnvConfig) -> None``: the backend's own config rules (ConfigError, one line),
-  called from the API before anything starts (config.py knows no backend);
+  called from the API before anything starts (shell.config knows no backend);
 - ``make(cfg, num_envs, device, render_mode=None, wrappers=None) -> VecEnv``: its vector env;
 - ``eval_config(cfg) -> EnvConfig``: the env config its runs are evaluated on (gymnasium's env of
   the same id for the C++ and torch-native backends).

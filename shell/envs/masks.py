@@ -450,7 +450,7 @@ def require_mask(policy: Any, mask: Any, given_by: str, remedy: str = "",
     Raises:
         error: ``mask`` is None for such a policy (one line).
     """
-    source = getattr(policy, "action_mask_source", None)
+    source = policy.action_mask_source
     if mask is None and source is not None:
         raise error(f"the policy was trained with action masks (env.action_mask = {source!r}) but {given_by} "
                     f"gives none{remedy}")

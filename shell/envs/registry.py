@@ -9,6 +9,7 @@ Adding a backend is one module with ``check_config``, ``make`` and ``eval_config
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -20,6 +21,7 @@ from shell.config import EnvConfig, PolicyConfig
 from shell.envs import gymnasium as gymnasium_backend
 from shell.envs.base import LaneEnv, OneLane
 from shell.errors import ConfigError
+from shell.installation import distribution_version
 
 BACKENDS = {
     "gymnasium": "shell.envs.gymnasium",  # gymnasium's vector envs (sync or async)
@@ -38,6 +40,24 @@ MULTI_AGENT = {"pettingzoo", "vmas"}
 RENDERS = {"gymnasium", "pettingzoo", "vmas"}
 """Backends that render (``render_mode``) and take sub-env ``wrappers`` (pettingzoo and vmas refuse wrappers
 themselves)."""
+
+PACKAGES = {
+    "ale": ("ale_py",),
+    "envpool": ("envpool",),
+    "gymnasium": tuple(dict.fromkeys(module for module, _ in gymnasium_backend.ENV_PACKAGES.values())),
+    "pettingzoo": ("pettingzoo", "mpe2"),
+    "vmas": ("vmas",),
+}
+"""``env.backend`` name -> the third-party env packages its module may import (the gymnasium backend loads
+``ale_py`` and ``minigrid`` for their ids: :data:`shell.envs.gymnasium.ENV_PACKAGES`); the torch-native backend
+imports none. :func:`env_package_versions` lists them in this order, each at its first appearance."""
+
+
+def env_package_versions() -> dict[str, str | None]:
+    """``{package: installed version or None}`` of the env packages of :data:`PACKAGES` that this process has
+    imported so far (a run records them in versions.json), in the order of :data:`PACKAGES`."""
+    names = dict.fromkeys(name for packages in PACKAGES.values() for name in packages)
+    return {name: distribution_version(name) for name in names if name in sys.modules}
 
 
 def backend(name: str) -> ModuleType:
@@ -82,6 +102,17 @@ def check_eval_env(cfg: EnvConfig, device: torch.device) -> None:
     except ConfigError as exc:
         raise ConfigError(f"{str(exc).rstrip('.')}; runs on env.backend = {cfg.backend!r} are evaluated on "
                           f"{eval_cfg.backend}'s env of the same id (or set run.eval_episodes = 0)") from None
+
+
+def make_game(cfg: EnvConfig) -> Any | None:
+    """One turn-based game of ``cfg`` as its library makes it (PettingZoo's AEC env: ``agent_iter``, ``last``,
+    ``observe``), for a person to play (``ppo-core play``); None where the backend has no turn-based games.
+
+    Raises:
+        ConfigError: as the backend's ``make``; ``env.id`` is not a turn-based game of a backend that has them.
+    """
+    make = getattr(backend(cfg.backend), "make_game", None)
+    return None if make is None else make(cfg)
 
 
 def factory_backend(name: str) -> str:

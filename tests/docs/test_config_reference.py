@@ -1,4 +1,4 @@
-"""reference/config.md, generated from shell/config.py and committed, names every key as config.py does."""
+"""reference/config.md, generated from shell/config/schema.py and committed, names every key as the schema does."""
 
 import importlib.util
 import re
@@ -7,7 +7,8 @@ import typing
 import attrs
 import pytest
 
-from shell.config import SECTIONS, toml_value
+from shell.config.loading import toml_value
+from shell.config.schema import SECTIONS
 
 from .blocks import ROOT
 
@@ -55,11 +56,11 @@ def test_every_key_is_on_the_page_and_nothing_else():
     keys, rows = expected_keys(), page_rows()
     assert len(keys) > 50
     assert sorted(set(keys) - set(rows)) == [], "keys missing from reference/config.md"
-    assert sorted(set(rows) - set(keys)) == [], "reference/config.md names keys config.py does not have"
+    assert sorted(set(rows) - set(keys)) == [], "reference/config.md names keys the schema does not have"
 
 
 @pytest.mark.parametrize("key", sorted(expected_keys()))
-def test_each_row_says_what_config_py_says(key):
+def test_each_row_says_what_the_schema_says(key):
     field = expected_keys()[key]
     type_cell, default_cell, allowed_cell, help_cell = page_rows()[key]
     assert help_cell == field.metadata["help"] and help_cell, f"{key}: help"
@@ -113,7 +114,7 @@ def test_a_nested_section_is_documented_with_its_keys(monkeypatch):
         seed: int = attrs.field(default=0, metadata={"help": "Seed."})
         tracker: Tracker = attrs.field(factory=Tracker, metadata={"help": "The tracker."})
 
-    monkeypatch.setattr("shell.config.SECTIONS", {"run": Run})
+    monkeypatch.setattr("shell.config.schema.SECTIONS", {"run": Run})
     page = generate.config_reference()
     assert "## [run.tracker]" in page and '<span id="run.tracker.project"></span>`project`' in page
     assert "| `str` | `\"ppo\"` |" in page

@@ -63,4 +63,4 @@ def test_the_home_page_links_every_guide():
 def test_the_readme_is_short_and_links_the_config_reference():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150
-    assert "(docs/reference/config.md)" in text and "](shell/config.py)" not in text
+    assert "(docs/reference/config.md)" in text and "](shell/config/schema.py)" not in text

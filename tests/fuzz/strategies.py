@@ -240,7 +240,7 @@ def run_overrides(draw: st.DrawFn, recurrent: bool = True) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- configs
-#: Valid values of every config key (shell/config.py), except those a plain CPU run cannot use: env.id,
+#: Valid values of every config key (shell/config/schema.py), except those a plain CPU run cannot use: env.id,
 #: backend and kwargs (the case's env), the Atari chain, trackers and their tables, cuda.
 VALID = {
     "env.num_envs": st.integers(1, 3),

@@ -1,5 +1,5 @@
 """Reference opponents for the turn-based tests (issue 36): bots of ``run.eval_opponents``, each a function of
-``(observation, action_mask)`` returning an action, as :class:`shell.evaluation.BotOpponent` calls them.
+``(observation, action_mask)`` returning an action, as :class:`shell.games.BotOpponent` calls them.
 
 - :func:`tictactoe_minimax`: a perfect tic-tac-toe player; among the moves of equal value it picks at random.
 - :func:`connect_four_one_ply`: wins if it can, blocks if it must, else a random legal column.

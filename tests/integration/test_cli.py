@@ -173,6 +173,25 @@ def test_versions_json_names_the_package_version_and_the_checkout_commit(main, t
     assert versions["git_commit"] == commit and versions["git_dirty"] == dirty
 
 
+def test_versions_json_lists_the_env_packages_the_run_imported_in_the_env_layers_order(monkeypatch):
+    """The env layer names the backends' packages (shell.envs.registry.PACKAGES); the runner names none."""
+    import sys
+    import types
+
+    from shell.envs import env_package_versions
+    from shell.runner import library_versions
+
+    packages = ["ale_py", "envpool", "minigrid", "pettingzoo", "mpe2", "vmas"]  # versions.json's order
+    for name in packages:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert env_package_versions() == {}
+    for name in reversed(packages):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    assert list(env_package_versions()) == packages
+    assert list(library_versions()) == ["python", "torch", "gymnasium", "numpy", "ppo_core", *packages,
+                                        "git_commit", "git_dirty"]
+
+
 def test_configs_takes_no_flags_and_version_names_the_package(main):
     from shell.installation import package_version
 

@@ -301,7 +301,8 @@ def test_require_mask_is_the_one_check_for_inference_and_evaluation():
         Policy(agent, spaces.Box(-5.0, 5.0, (4,), np.float32))(np.zeros(4, np.float32))
     assert str(from_policy.value).startswith(stem + "this call gives none: pass action_mask=")
     with pytest.raises(ConfigError) as from_eval:
-        shell.evaluation.evaluate(agent, load_config("cartpole").env, 1, 0, torch.device("cpu"))
+        spec = shell.evaluation.EvalSpec(load_config("cartpole").env, 1, 0)
+        shell.evaluation.evaluate(agent, spec, torch.device("cpu"))
     assert str(from_eval.value) == stem + "the evaluation env 'CartPole-v1' gives none"
     for exc in (from_policy.value, from_eval.value):
         assert "\n" not in str(exc)

@@ -73,7 +73,7 @@ def test_no_transition_of_a_gone_agent_is_used(tmp_path):
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
     try:
         obs = trainer.env.reset(seed=0)
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         count_before = float(trainer.agent.obs_normalizer.moments.count)
         _, episodes = trainer.collect(obs)
         valid = trainer.lanes.only.storage.valid

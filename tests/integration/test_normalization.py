@@ -15,7 +15,7 @@ from shell.api import resume
 from shell.checkpoint import load_checkpoint
 from shell.config import config_from_dict
 from shell.distributed import Dist
-from shell.evaluation import evaluate
+from shell.evaluation import EvalSpec, evaluate
 from shell.normalization import ObsNormalizer, RewardScaler, RunningMoments
 from shell.runner import Trainer
 
@@ -112,7 +112,7 @@ def test_evaluation_leaves_the_statistics_unchanged(tmp_path):
     trainer.train()
     before = {k: v.clone() for k, v in trainer.agent.obs_normalizer.state_dict().items()}
     assert float(before["moments.count"]) == 512
-    evaluate(trainer.agent, trainer.config.env, 3, 0, torch.device("cpu"))
+    evaluate(trainer.agent, EvalSpec(trainer.config.env, 3, 0), torch.device("cpu"))
     after = trainer.agent.obs_normalizer.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert trainer.agent.obs_normalizer.moments.pending is None

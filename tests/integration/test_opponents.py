@@ -13,7 +13,7 @@ import pytest
 from shell.api import train
 from shell.config import load_config
 from shell.errors import ConfigError
-from shell.play import board_text
+from shell.games.play import board_text
 
 from .conftest import ROOT
 from .test_turns import config

@@ -91,7 +91,7 @@ def test_update_replays_the_step_by_step_rollout(tmp_path: Path, seq_len: int, s
     """Counting-v0 has terminations (3, 5 steps) and truncations (7 steps) in every 16-step rollout."""
     trainer = Trainer(recurrent_config("Counting-v0", seq_len, share_rnn=share_rnn), tmp_path)
     obs = trainer.env.reset(seed=0)
-    trainer.lanes.restart()
+    trainer.lanes.restart(trainer.env)
     for _ in range(2):  # the second rollout starts from carried states, mid-episode
         obs, _ = trainer.collect(obs)
     st = trainer.lanes.only.storage

@@ -151,5 +151,6 @@ def test_evaluation_uses_the_schemes_episode_seeds(tmp_path, monkeypatch):
     agent = Trainer(load_config("cartpole", {"run.eval_episodes": 0}), tmp_path / "run", progress=False).agent
     cfg = load_config("cartpole").env
     for scheme in ("spawn", "offset"):
-        evaluation.evaluate(agent, cfg, 2, 4, torch.device("cpu"), seed_scheme=scheme, max_episode_steps=5)
+        evaluation.evaluate(agent, evaluation.EvalSpec(cfg, 2, 4, seed_scheme=scheme, max_episode_steps=5),
+                            torch.device("cpu"))
     assert seen == [eval_seeds(4, "spawn", 2), 4 + 1_000_000]

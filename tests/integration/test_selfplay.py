@@ -16,11 +16,10 @@ from shell.cli import main
 from shell.config import load_config
 from shell.errors import ConfigError
 from shell.evaluation import eval_checkpoint
+from shell.games import BOT, LATEST, RANDOM, MatchTable, OpponentPool
 from shell.logs import CSV_FIELDS, GAME_FIELDS, complete_rows
 from shell.plotting import plot_runs, read_ratings
-from shell.ratings import MatchTable
 from shell.runner import Trainer
-from shell.selfplay import BOT, LATEST, RANDOM, SnapshotPool
 
 from . import game_bots
 from .test_turns import config
@@ -39,20 +38,20 @@ def test_snapshots_never_change_and_their_rows_enter_no_update(tmp_path, monkeyp
     plays one seat of a copy against a snapshot, every seat against itself."""
     seen: dict[int, dict[str, torch.Tensor]] = {}
     steps: list[tuple[torch.Tensor, torch.Tensor]] = []
-    act = SnapshotPool.act
+    act = OpponentPool.moves_in
 
-    def recording_act(pool, obs, actions, mask, valid=None):
-        steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone()))
-        return act(pool, obs, actions, mask, valid)
+    def recording_act(pool, rows, actions):
+        steps.append((torch.as_tensor(pool.learner_rows()), torch.as_tensor(pool.opponent).clone()))
+        return act(pool, rows, actions)
 
-    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    monkeypatch.setattr(OpponentPool, "moves_in", recording_act)
     trainer = Trainer(config(**POOL), tmp_path / "run", progress=False)
-    pool = trainer.lanes.pool
+    pool = trainer.pool
     learner = trainer.lanes.only
     initial = tensors(learner.agent)
     try:
         rows = trainer.env.reset(seed=0)
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         for update in range(1, 5):
             steps.clear()
             rows, _ = trainer.collect(rows)
@@ -62,8 +61,8 @@ def test_snapshots_never_change_and_their_rows_enter_no_update(tmp_path, monkeyp
                 per_copy = mine.view(4, 2).sum(dim=1)
                 assert per_copy.tolist() == [2 if o == LATEST else 1 for o in opponent.tolist()], t
             trainer.lanes.update()
-            trainer.lanes.after_update(update)
-            for taken, player in zip(pool.taken_at, pool.snapshots, strict=True):
+            trainer.pool.after_update(update)
+            for taken, player in pool.players().items():
                 seen.setdefault(taken, tensors(player))
                 assert all(torch.equal(seen[taken][k], v) for k, v in tensors(player).items()), taken
                 assert not any(p.requires_grad for p in player.parameters())
@@ -75,18 +74,18 @@ def test_snapshots_never_change_and_their_rows_enter_no_update(tmp_path, monkeyp
 
 
 def record_moves(monkeypatch) -> list[tuple[torch.Tensor, torch.Tensor, np.ndarray, torch.Tensor, torch.Tensor]]:
-    """Record, at every step of :meth:`SnapshotPool.act`, the learner's rows, each copy's opponent and move count,
-    the actions sent and the mask."""
+    """Record, at every step of :meth:`OpponentPool.moves_in`, the learner's rows, each copy's opponent and move
+    count, the actions sent and the mask."""
     steps = []
-    act = SnapshotPool.act
+    act = OpponentPool.moves_in
 
-    def recording_act(pool, obs, actions, mask, valid=None):
-        out = act(pool, obs, actions, mask, valid)
-        steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone(), pool.moves.copy(),
-                      out.clone(), mask.clone()))
+    def recording_act(pool, rows, actions):
+        out = act(pool, rows, actions)
+        steps.append((torch.as_tensor(pool.learner_rows()), torch.as_tensor(pool.opponent).clone(),
+                      pool.moves.copy(), out.clone(), rows.action_mask.clone()))
         return out
 
-    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    monkeypatch.setattr(OpponentPool, "moves_in", recording_act)
     return steps
 
 
@@ -98,11 +97,11 @@ def test_uniform_random_opponents_play_one_seat_legally_and_never_enter_the_upda
     cfg = config(**{"selfplay.random_prob": 1.0, "env.num_envs": 4, "run.total_timesteps": 200,
                     "run.eval_episodes": 2})
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
-    pool, learner = trainer.lanes.pool, trainer.lanes.only
+    pool, learner = trainer.pool, trainer.lanes.only
     try:
         assert pool.snapshots == [] and pool.players() == {}
         rows = trainer.env.reset(seed=0)
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         seats, theirs = [], []
         for _ in range(3):
             steps.clear()
@@ -117,12 +116,12 @@ def test_uniform_random_opponents_play_one_seat_legally_and_never_enter_the_upda
                 assert mask[acting].gather(1, actions[acting].long()[:, None]).all()  # legal
                 theirs += actions[acting].tolist()
             trainer.lanes.update()
-            trainer.lanes.after_update(1)
+            trainer.pool.after_update(1)
         assert pool.snapshots == []  # snapshot_every = 0: none is ever taken
         # Duel's games last 5 moves: the learner's seat in copy 0 changes after every game
         assert not torch.equal(torch.stack(seats[:5]), torch.stack(seats[5:10]))
         assert {0, 1, 2} <= set(theirs)  # uniform over the legal moves (action 0 is legal at even moves)
-        assert trainer.lanes.state_dict()["selfplay"]["snapshots"] == []
+        assert trainer.state_dict()["selfplay"]["snapshots"] == []
     finally:
         trainer.env.close()
 
@@ -135,10 +134,10 @@ def test_opening_moves_are_uniform_random_legal_moves_that_no_seat_learns_from(t
     cfg = config(**{"selfplay.opening_moves": 2, "env.num_envs": 4, "run.total_timesteps": 200,
                     "run.eval_episodes": 2})
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
-    pool, learner = trainer.lanes.pool, trainer.lanes.only
+    pool, learner = trainer.pool, trainer.lanes.only
     try:
         rows = trainer.env.reset(seed=0)
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         opening, learned = [], 0
         for _ in range(3):
             steps.clear()
@@ -166,19 +165,19 @@ def test_varied_openings_are_each_games_own_length_from_0_to_opening_moves(tmp_p
     3, all four lengths occur and it holds for the whole game; a copy's moves before that length are no seat's,
     after it the learner plays every seat; and nothing else changes where it is off (the fixed length)."""
     lengths = []
-    act = SnapshotPool.act
+    act = OpponentPool.moves_in
 
-    def recording_act(pool, obs, actions, mask, valid=None):
-        lengths.append((pool.opening_length.copy(), pool.moves.copy(), pool.learner_rows.clone()))
-        return act(pool, obs, actions, mask, valid)
+    def recording_act(pool, rows, actions):
+        lengths.append((pool.opening_length.copy(), pool.moves.copy(), torch.as_tensor(pool.learner_rows())))
+        return act(pool, rows, actions)
 
-    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    monkeypatch.setattr(OpponentPool, "moves_in", recording_act)
     cfg = config(**{"selfplay.opening_moves": 3, "selfplay.vary_openings": True, "env.num_envs": 4,
                     "run.total_timesteps": 200, "run.eval_episodes": 0})
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
     try:
         rows = trainer.env.reset(seed=0)
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         for _ in range(3):
             rows, _ = trainer.collect(rows)
             trainer.lanes.update()
@@ -210,21 +209,22 @@ def test_bots_play_one_seat_when_it_is_their_move_and_never_enter_the_update(tmp
 
     monkeypatch.setattr(game_bots, "recording", recording, raising=False)
     steps = []
-    act = SnapshotPool.act
+    act = OpponentPool.moves_in
 
-    def recording_act(pool, obs, actions, mask, valid=None):
-        out = act(pool, obs, actions, mask, valid)
-        steps.append((pool.learner_rows.clone(), torch.as_tensor(pool.opponent).clone(), out.clone(), valid.clone()))
+    def recording_act(pool, rows, actions):
+        out = act(pool, rows, actions)
+        steps.append((torch.as_tensor(pool.learner_rows()), torch.as_tensor(pool.opponent).clone(), out.clone(),
+                      rows.valid.clone()))
         return out
 
-    monkeypatch.setattr(SnapshotPool, "act", recording_act)
+    monkeypatch.setattr(OpponentPool, "moves_in", recording_act)
     cfg = config(**{"selfplay.bots": ["tests.integration.game_bots:recording"], "selfplay.bot_prob": 1.0,
                     "env.num_envs": 4, "run.total_timesteps": 200, "run.eval_episodes": 2})
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
     learner = trainer.lanes.only
     try:
         rows = trainer.env.reset(seed=0)
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         sent = []
         for _ in range(3):
             steps.clear()
@@ -292,11 +292,11 @@ def test_random_prob_zero_draws_the_games_of_a_pool_without_it():
     option existed; 0.5 mixes uniform-random games with the pool's."""
     cfg = load_config(None, {"selfplay.snapshot_every": 1})
     agent = torch.nn.Linear(1, 1)
-    plain = SnapshotPool(agent, cfg.selfplay, ["a", "b"], 64, seed=3, device=torch.device("cpu"))
+    plain = OpponentPool(agent, cfg.selfplay, ["a", "b"], 64, seed=3, device=torch.device("cpu"))
     rng = np.random.default_rng(3)
     expected = np.where(rng.random(64) < 0.5, LATEST, rng.integers(0, 1, 64))
     assert plain.opponent.tolist() == expected.tolist()
-    mixed = SnapshotPool(agent, load_config(None, {"selfplay.snapshot_every": 1, "selfplay.random_prob": 0.5}
+    mixed = OpponentPool(agent, load_config(None, {"selfplay.snapshot_every": 1, "selfplay.random_prob": 0.5}
                                             ).selfplay, ["a", "b"], 64, seed=3, device=torch.device("cpu"))
     assert {RANDOM, LATEST, 0} == set(mixed.opponent.tolist())
     # bot_prob = 0 (the default) makes no draw of its own either: random_prob's games are those drawn before bots
@@ -304,7 +304,7 @@ def test_random_prob_zero_draws_the_games_of_a_pool_without_it():
     u = rng.random(64)
     expected = np.where(u < 0.5, RANDOM, np.where(rng.random(64) < 0.5, LATEST, rng.integers(0, 1, 64)))
     assert mixed.opponent.tolist() == expected.tolist()
-    bots = SnapshotPool(agent, load_config(None, {"selfplay.snapshot_every": 1, "selfplay.random_prob": 0.25,
+    bots = OpponentPool(agent, load_config(None, {"selfplay.snapshot_every": 1, "selfplay.random_prob": 0.25,
                                                   "selfplay.bot_prob": 0.5, "selfplay.bots": [
                                                       "tests.integration.game_bots:uniform", "random"]}
                                            ).selfplay, ["a", "b"], 4096, seed=3, device=torch.device("cpu"))

@@ -443,11 +443,12 @@ def test_torch_backend_runs_are_evaluated_on_gymnasium_envs():
     import attrs
 
     from shell.config import PolicyConfig
-    from shell.evaluation import evaluate
+    from shell.evaluation import EvalSpec, evaluate
     from shell.policies import ActorCritic
 
     torch_cfg = config_from_dict({"env": {"id": "Pendulum-v1", "backend": "torch"}}).env
     gym_cfg = attrs.evolve(torch_cfg, backend="gymnasium")
     agent = ActorCritic(3, TorchPendulum.action_space, PolicyConfig())
     cpu = torch.device("cpu")
-    assert evaluate(agent, torch_cfg, 3, 7, cpu).returns == evaluate(agent, gym_cfg, 3, 7, cpu).returns
+    on_torch, on_gym = (evaluate(agent, EvalSpec(cfg, 3, 7), cpu).returns for cfg in (torch_cfg, gym_cfg))
+    assert on_torch == on_gym

@@ -77,7 +77,7 @@ def test_the_rollout_gives_each_seat_its_own_transitions(tmp_path, num_steps):
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
     try:
         rows = trainer.env.reset(seed=0)
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         trainer.collect(rows)
         storage = trainer.lanes.only.storage
         valid = storage.valid.view(num_steps, 2, 2)  # [T, copy, seat]
@@ -183,7 +183,7 @@ def test_every_tictactoe_move_returns_its_seats_outcome_and_sees_the_board_from_
                     "ppo.gamma": 1.0, "ppo.gae_lambda": 1.0, "ppo.num_minibatches": 1})
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
     try:
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         trainer.collect(trainer.env.reset(seed=0))
         storage = trainer.lanes.only.storage
         obs = storage.obs["observation"].view(40, 4, 2, 3, 3, 2)

@@ -166,7 +166,7 @@ def test_truncation_bootstraps_in_training(tmp_path):
     trainer.env.step = recording
     try:
         rows = trainer.env.reset(seed=0)
-        trainer.lanes.restart()
+        trainer.lanes.restart(trainer.env)
         trainer.collect(rows)
         lane = trainer.lanes.only
         stored, dones = lane.storage.rewards, lane.storage.dones

@@ -1,5 +1,5 @@
 """Scripted players for PettingZoo's classic games, to train against (``selfplay.bots``) or to evaluate against
-(``run.eval_opponents``): functions of ``(observation, action_mask)`` that return a move (:data:`shell.selfplay.Bot`).
+(``run.eval_opponents``): functions of ``(observation, action_mask)`` that return a move (:data:`shell.games.Bot`).
 
 - :func:`connect_four_greedy`: connect four's column that completes four for the mover, if there is one; else a
   uniform-random legal column. It never blocks, so it is weaker than a player that also blocks, but it takes every

@@ -1,6 +1,6 @@
 """``ppo-core play RUN``: play a turn-based game against a trained agent in the terminal.
 
-The game is the run's own (``env.id``, built as PettingZoo's AEC env: :func:`shell.envs.pettingzoo.make_game`),
+The game is the run's own (``env.id``, built as PettingZoo's AEC env: :func:`shell.envs.make_game`),
 the agent the run's deterministic policy (:func:`shell.inference.policy_for`, as ``load_policy`` gives it). The
 board is printed from the observation planes (:func:`board_text`), your moves are read from a text stream.
 """
@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from shell.envs.pettingzoo import make_game
+from shell.envs import make_game
 from shell.errors import ConfigError
 from shell.inference import load_agent, policy_for, require_env
 
@@ -78,11 +78,11 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
     agent, config, state = load_agent(target, device)
     require_env(target, state, None, "play it from Python: shell.load_policy gives its policy of {agent: obs}")
     agents = (state.get("spaces") or {}).get("agents")
-    if not agents or config.env.backend != "pettingzoo":
+    game = make_game(config.env) if agents else None
+    if game is None:
         raise ConfigError(f"play serves runs of turn-based PettingZoo games; {target} is a run of {config.env.id!r}")
-    policy = policy_for(agent, agents, config.policy.agent_id)
-    game = make_game(config.env)
     try:
+        policy = policy_for(agent, agents, config.policy.agent_id)
         seats = list(game.possible_agents)
         you = _seat(seat, seats)
         game.reset(seed=seed)
