@@ -155,6 +155,7 @@ class OpponentPool:
         self.opponent = np.full(copies, LATEST)
         self.moves = np.zeros(copies, dtype=np.int64)
         self.opening_length = np.full(copies, cfg.opening_moves, dtype=np.int64)
+        self._restored = False  # a checkpoint's draws wait for the reset that resumes the run
         self.restart()
 
     @classmethod
@@ -213,9 +214,14 @@ class OpponentPool:
         return np.where(u < cfg.random_prob, RANDOM, drawn)
 
     def restart(self) -> None:
-        """The envs were reset: every copy draws its opponent for its new game."""
-        self.opponent = self._draw(self.copies)
+        """The envs were reset: every copy starts a new game, against the opponent (and with the opening) drawn for
+        it. After :meth:`load_state_dict` those are the checkpoint's, drawn when the copy's last game ended, so a
+        resumed run draws nothing twice; otherwise every copy draws now."""
         self.moves = np.zeros(self.copies, dtype=np.int64)
+        if self._restored:
+            self._restored = False
+            return
+        self.opponent = self._draw(self.copies)
         if self.cfg.vary_openings:
             self.opening_length = self.rng.integers(0, self.cfg.opening_moves + 1, self.copies)
 
@@ -263,14 +269,17 @@ class OpponentPool:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """The snapshots' weights, when each was taken, each copy's game, and the random streams."""
+        """The snapshots' weights, when each was taken, each copy's game (its learner's seat, opponent and opening
+        length), and the random streams."""
         return {"snapshots": [opponent.player.state_dict() for opponent in self.snapshots],
                 "taken_at": list(self.taken_at), "learner_seat": self.learner_seat.tolist(),
-                "opponent": self.opponent.tolist(), "rng": self.rng.bit_generator.state,
-                "generator": self.generator.get_state()}
+                "opponent": self.opponent.tolist(), "opening_length": self.opening_length.tolist(),
+                "rng": self.rng.bit_generator.state, "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any] | None) -> None:
-        """Restore :meth:`state_dict` (a resumed run: the envs reset, so every copy draws a new game).
+        """Restore :meth:`state_dict`; the reset that resumes the run starts every copy's new game against the
+        opponent restored for it (:meth:`restart`). A checkpoint written before the opening lengths were saved
+        (6ee7eb4 and earlier) keeps ``selfplay.opening_moves`` for each.
 
         Raises:
             ConfigError: a checkpoint without a pool (written without [selfplay]).
@@ -282,8 +291,11 @@ class OpponentPool:
                           for u, weights in zip(self.taken_at, state["snapshots"], strict=True)]
         self.learner_seat = np.asarray(state["learner_seat"], dtype=np.int64)
         self.opponent = np.asarray(state["opponent"], dtype=np.int64)
+        self.opening_length = np.asarray(state.get("opening_length", [self.cfg.opening_moves] * self.copies),
+                                         dtype=np.int64)
         self.rng.bit_generator.state = state["rng"]
         self.generator.set_state(state["generator"])
+        self._restored = True
 
 
 class PoolEnv:

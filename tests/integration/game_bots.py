@@ -112,3 +112,8 @@ not_a_function = 3
 def raising(observation, action_mask) -> int:
     """A bot with a bug of its own: it raises."""
     raise ZeroDivisionError("division by zero in the bot")
+
+
+def first_legal(observation, action_mask) -> int:
+    """The first legal move: a bot without a random stream, so that two runs in one process play it alike."""
+    return int(np.flatnonzero(action_mask)[0])

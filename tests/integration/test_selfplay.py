@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -324,6 +325,36 @@ def test_the_pool_is_saved_in_checkpoints_and_comes_back_on_resume(tmp_path):
     assert last["selfplay"]["taken_at"] == [4, 5, 6]  # a fresh pool would hold the resumed run's initial policy
     old, new = first["selfplay"]["snapshots"][-1], last["selfplay"]["snapshots"][0]
     assert all(torch.equal(old[k], new[k]) for k in old)
+
+
+def metrics_rows(run_dir) -> list[dict[str, str]]:
+    """metrics.csv's rows without the wall-time columns."""
+    return [{k: v for k, v in row.items() if k not in ("seconds", "sps")}
+            for row in complete_rows(run_dir / "metrics.csv", 10**6, CSV_FIELDS + GAME_FIELDS)]
+
+
+@pytest.mark.parametrize("sets", [
+    {"selfplay.snapshot_every": 1, "selfplay.pool_size": 2, "selfplay.latest_prob": 0.25},
+    {"selfplay.snapshot_every": 1, "selfplay.pool_size": 2, "selfplay.latest_prob": 0.25, "selfplay.random_prob": 0.2,
+     "selfplay.bots": ["tests.integration.game_bots:first_legal", "random"], "selfplay.bot_prob": 0.3,
+     "selfplay.opening_moves": 2, "selfplay.vary_openings": True},
+], ids=["snapshots", "every-opponent"])
+def test_a_selfplay_run_resumed_at_a_game_boundary_repeats_the_uninterrupted_run(tmp_path, sets):
+    """Duel's games last 5 moves and a rollout is 10: every checkpoint falls on a game boundary. A run stopped after
+    3 updates and resumed to 6 gives the uninterrupted run's rows and weights: the restored pool's draws (each
+    copy's opponent, seat and opening) are played, not drawn again."""
+    cfg = config(**{**sets, "env.num_envs": 4, "run.eval_episodes": 2, "run.checkpoint_every": 1,
+                    "run.total_timesteps": 240})  # 6 updates of 40 moves
+    straight = train(config=cfg, run_dir=tmp_path / "straight", progress=False).summary
+    train(config=attrs.evolve(cfg, run=attrs.evolve(cfg.run, total_timesteps=120)), run_dir=tmp_path / "split",
+          progress=False)
+    resumed = resume(tmp_path / "split", total_timesteps=240, progress=False).summary
+    assert resumed["updates"] == straight["updates"] == 6
+    assert metrics_rows(tmp_path / "split") == metrics_rows(tmp_path / "straight")
+    ends = [torch.load(sorted((tmp_path / name / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=False)
+            for name in ("straight", "split")]
+    assert all(torch.equal(ends[0]["model"][k], ends[1]["model"][k]) for k in ends[0]["model"])
+    assert ends[0]["selfplay"]["opponent"] == ends[1]["selfplay"]["opponent"]
 
 
 def test_the_pool_is_played_seat_by_seat_and_rated_at_every_evaluation(tmp_path):
