@@ -400,7 +400,7 @@ def eval_fields(outcome: EvalResult) -> dict[str, Any]:
     opponent (then each snapshot of the self-play pool), by the seat the policy played, its ``win``, ``draw`` and
     ``loss`` rates and its ``games``; ``eval_return_mean`` is then the policy's mean score against the first
     opponent over both seats. It adds ``elo`` too: every player's Elo rating (``"random"`` = 0, see
-    :class:`shell.ratings.MatchTable`), the policy's under ``"policy"``."""
+    :class:`shell.games.Ratings`), the policy's under ``"policy"``."""
     returns = outcome.returns
     return {
         "eval_return_mean": statistics.fmean(returns) if returns else None,

@@ -1,6 +1,6 @@
-"""Turn-based games' one home (DESIGN.md, "The fifth round"): the opponents (one interface: random, bots, snapshots),
-self-play's pool (it picks who plays each copy; the opponents act in :class:`PoolEnv`, never learning), the seats of
-an evaluation, the ratings, and ``ppo-core play``.
+"""Turn-based games' one home (docs/concepts/design.md, "Games have one home"): the opponents (one interface:
+random, bots, snapshots), self-play's pool (it picks who plays each copy; the opponents act in :class:`PoolEnv`,
+never learning), the seats of an evaluation, the ratings, and ``ppo-core play``.
 
 The shipped bots are functions in the env layer (``shell.envs.pettingzoo.bots``); the config's validators of
 ``[selfplay]`` and ``run.eval_opponents`` are in the schema.

@@ -1,4 +1,5 @@
-"""The opponents of a turn-based game: one interface, one class per kind (DESIGN.md, "The fifth round").
+"""The opponents of a turn-based game: one interface, one class per kind (docs/concepts/design.md,
+"Games have one home").
 
 An :class:`Opponent` moves in its rows of a lane, given the rows' observations and legal moves: training's pool
 (:class:`shell.games.pool.OpponentPool`), the evaluation (:func:`shell.evaluation.evaluate`) and the rating games
@@ -54,8 +55,8 @@ class Opponent:
         those of them that are ``rows.valid``); the entries of other rows are ignored by the caller.
 
         Args:
-            rows: the lane's rows as the env gives them (``obs`` raw, ``valid`` every row to move, ``action_mask``
-                ``[N, A]`` bool or None).
+            rows: the lane's rows as the env gives them (:class:`shell.envs.Rows`: ``obs`` raw ``[N, ...]``, ``valid``
+                ``[N]`` bool every row to move, ``action_mask`` ``[N, A]`` bool or None).
             mine: ``[N]`` bool on the rows' device.
             num_actions: the lane's Discrete action count A (every move is legal where ``action_mask`` is None).
         """
@@ -94,14 +95,16 @@ class BotOpponent(Opponent):
     Args:
         name: ``"module:function"``, as the config names it.
         bot: the function.
-        role: what it is to the run, for its errors (``"training opponent"``, ``"evaluation opponent"``).
+        role: what it is to the run, named by its errors (``"training opponent"``, ``"evaluation opponent"``).
     """
 
-    def __init__(self, name: str, bot: Bot, role: str):
+    def __init__(self, name: str, bot: Bot, role: str = "opponent"):
         self.name, self.bot, self.role = name, bot, role
 
     def act(self, rows: Rows, mine: torch.Tensor, num_actions: int) -> torch.Tensor:
-        """Raises:
+        """The bot's moves in its rows to move (:meth:`Opponent.act`; 0 elsewhere, never sent).
+
+        Raises:
             TrainingError: the bot returned an illegal move (or no integer), or raised, naming it and the move.
         """
         out = torch.zeros(len(rows.valid), dtype=torch.long)
@@ -154,6 +157,9 @@ def import_bots(names: Sequence[str], key: str) -> dict[str, Bot | None]:
     """
     bots: dict[str, Bot | None] = {}
     for name in names:
+        if not isinstance(name, str):
+            raise ConfigError(f"{key} entry {name!r} is not a name: give \"random\" or a bot's "
+                              "\"module:function\"")
         bot = None if name == RANDOM_NAME else import_object(name, f"{key} entry {name!r}")
         if bot is not None and not callable(bot):
             raise ConfigError(f"{key} entry {name!r} is an object of type {type(bot).__name__}, not a function of "
@@ -184,8 +190,9 @@ def bot_move(role: str, name: str, bot: Bot, obs: Any, row: int, legal: np.ndarr
     try:
         index = operator.index(move.item() if isinstance(move, np.ndarray | torch.Tensor) else move)
     except (TypeError, ValueError):
-        index = None
-    if index is None or not 0 <= index < len(legal) or not legal[index]:
+        raise TrainingError(f"{role} {name!r} returned {move!r}, not an integer move; the legal moves were "
+                            f"{np.flatnonzero(legal).tolist()}") from None
+    if not 0 <= index < len(legal) or not legal[index]:
         raise TrainingError(f"{role} {name!r} played the illegal move {move!r}; the legal moves were "
                             f"{np.flatnonzero(legal).tolist()}")
     return index

@@ -1,5 +1,5 @@
-"""Self-play's pool (``[selfplay]``; DESIGN.md, "Turns" and "The fifth round"): it picks who plays each copy's game;
-the opponents (:mod:`shell.games.opponents`) act in their rows inside :class:`PoolEnv`, as lanes that never learn.
+"""Self-play's pool (``[selfplay]``; docs/concepts/design.md, "Games have one home"): it picks who plays each copy's
+game; the opponents (:mod:`shell.games.opponents`) act in their rows inside :class:`PoolEnv`, as lanes that never learn.
 
 A turn-based game whose seats share their spaces is one lane: every seat of every copy is a row of the one policy.
 For each copy, game by game, :class:`OpponentPool` draws who plays the seats the learner does not:

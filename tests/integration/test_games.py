@@ -190,3 +190,16 @@ def test_the_snapshots_rating_games_are_played_once_a_run_and_forgotten_when_the
     ratings.rate({"random": [1, -1]}, {"random": None}, {2: "s2", 3: "s3"}, CPU, play)
     assert played[3:] == [("s2", "snapshot@3"), ("s3", "random")]
     assert ("snapshot@0", "random") not in ratings._pool_games  # snapshot@0 left the pool
+
+
+def test_an_opponent_given_as_anything_but_a_name_and_a_move_that_is_no_integer_are_one_line_each():
+    from shell.errors import ConfigError
+    from shell.evaluation import EvalSpec, evaluate
+
+    spec = EvalSpec(config().env, 2, 0, opponents=[game_bots.uniform])
+    with pytest.raises(ConfigError, match=r"^run\.eval_opponents entry <function uniform at .*> is not a name: give "
+                                          r"\"random\" or a bot's \"module:function\"$"):
+        evaluate(ActorCritic(3, spaces.Discrete(3), PolicyConfig()), spec, CPU)
+    with pytest.raises(TrainingError, match=r"^opponent 'b' returned 1\.0, not an integer move; the legal moves "
+                                            r"were \[0, 1\]$"):
+        BotOpponent("b", lambda o, m: 1.0).act(rows_of([[True, True]], [True]), torch.tensor([True]), 2)
