@@ -56,5 +56,25 @@ def test_one_evaluation_loop_and_one_collector_loop():
     """evaluation.py steps an env in one place (one loop for one lane or many, video included), and so does
     the rollout (one collector drives every lane)."""
     assert _env_step_calls(SHELL / "evaluation.py") == 1
-    rollout = (SHELL / "rollout.py").read_text()
-    assert rollout.count("self.env.step(") == 1
+    assert _env_step_calls(SHELL / "rollout.py") == 1
+
+
+def test_the_rollout_knows_no_pool_and_no_module_outside_the_games_home_makes_an_opponents_moves():
+    """Self-play's opponents act inside the env the learner is handed (shell.games.PoolEnv): the rollout and the
+    lanes name no pool, and random moves (torch.multinomial) and sampled snapshot moves are made in shell/games only
+    (the policies sample their own actions; the env layer's masks and bots aside)."""
+    for name in ("rollout.py", "lanes.py"):
+        code = "\n".join(line for line in (SHELL / name).read_text().splitlines() if not line.lstrip().startswith("#"))
+        names = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+        attrs_ = {n.attr for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Attribute)}
+        assert not {n for n in names | attrs_ if "pool" in n.lower()}, name
+    for path in SHELL.rglob("*.py"):
+        rel = path.relative_to(SHELL).as_posix()
+        if rel.startswith(("games/", "policies/", "envs/")):
+            continue
+        tree = ast.parse(path.read_text())
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+        assert not [c for c in calls if c.func.attr == "multinomial"], rel
+        assert not [c for c in calls if c.func.attr == "act" and any(
+            k.arg == "deterministic" and isinstance(k.value, ast.Constant) and k.value.value is False
+            for k in c.keywords)], rel
