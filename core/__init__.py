@@ -33,6 +33,7 @@ from core.masks import (
     masked_log_prob,
     masked_log_prob_and_entropy,
     masked_logits,
+    masked_probs,
     normalized_entropy_bonus,
 )
 from core.ratings import ELO_SCALE, elo_ratings
@@ -83,6 +84,7 @@ __all__ = [
     "masked_log_prob",
     "masked_log_prob_and_entropy",
     "masked_logits",
+    "masked_probs",
     "mean_std_from_sums",
     "merge_moments",
     "multi_discrete_entropy_coef",

@@ -86,6 +86,25 @@ def masked_categorical(logits: torch.Tensor, mask: torch.Tensor) -> Categorical:
     return Categorical(logits=masked_logits(logits, mask), validate_args=False)
 
 
+def masked_probs(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The masked Categorical's probabilities: a softmax over the legal logits, exactly 0 on illegal actions.
+
+    ``p_a = exp(l_a) / sum_{j legal} exp(l_j)`` for a legal ``a``, ``p_a = 0.0`` (exactly) for an illegal one.
+    Under an all-true mask this is bit for bit ``torch.softmax(logits, -1)``.
+
+    Args:
+        logits: ``[..., n]`` float.
+        mask: ``[..., n]`` bool, True where legal; at least one True per row (a row without one is all zeros).
+
+    Returns:
+        ``[..., n]`` probabilities, dtype of ``logits``; each row with a legal action sums to 1 (up to rounding).
+
+    Raises:
+        ValueError: see :func:`masked_logits`.
+    """
+    return torch.where(mask, torch.softmax(masked_logits(logits, mask), dim=-1), 0.0)
+
+
 def masked_log_prob(logits: torch.Tensor, mask: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     """``log pi(action)`` of the masked Categorical: ``log_softmax`` over the legal logits.
 

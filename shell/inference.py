@@ -33,7 +33,7 @@ from shell.devices import resolve_device
 from shell.envs import make_lanes
 from shell.envs.masks import MASK_KEY, MaskError, check_mask, require_mask
 from shell.errors import ConfigError, clipped, space_text
-from shell.observations import ACTOR_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
+from shell.observations import ACTOR_KEY, AGENT_ID_KEY, CRITIC_KEY, agent_view, obs_layout, to_tensor
 from shell.policies import ActorCritic, lane_spaces, lanes_policy
 
 __all__ = ["SOURCE_NAMES", "Policy", "agent_for_spaces", "build_agent", "checkpoint_spaces", "load_agent",
@@ -311,13 +311,59 @@ class Policy:
         recurrent state this policy keeps: only their states step and lose their episode start, the other
         rows' are untouched (:class:`AgentsPolicy`, for the agents missing from a call). ``rows`` does not
         apply to a feed-forward policy, nor with ``episode_start``."""
+        def step(tensor: Any, state: torch.Tensor | None, start: torch.Tensor | None,
+                 mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return self.agent.act_step(tensor, state, start, deterministic, generator, action_mask=mask)
+
+        single, return_action = self._step_rows(obs, episode_start, action_mask, step, rows, size)
+        with torch.inference_mode():
+            action = to_env_action(return_action, self.action_space)
+        return action[0] if single else action
+
+    def probs(self, obs: Any, episode_start: Any = None, action_mask: Any = None) -> np.ndarray:
+        """The action probabilities behind :meth:`__call__` (its action is their legal argmax; :meth:`act` with
+        ``deterministic=False`` samples from them), for one observation or a batch ``[B, ...]``, with the same
+        arguments and mask rules (a masked policy needs its mask).
+
+        Returns:
+            float32 ``[n]`` for one observation, ``[B, n]`` for a batch (the ``n`` actions of a Discrete(n)
+            space, index 0 its ``start``); each row sums to 1 and is exactly 0 on the moves its mask forbids
+            (core.masked_probs). A recurrent policy's state steps as in :meth:`__call__`.
+
+        Raises:
+            ValueError: an action space other than Discrete (one line naming it); an observation or a mask as in
+                :meth:`act`.
+        """
+        return self._probs_rows(obs, episode_start, action_mask)
+
+    def _probs_rows(self, obs: Any, episode_start: Any, action_mask: Any, rows: list[int] | None = None,
+                    size: int | None = None) -> np.ndarray:
+        """:meth:`probs`, with ``rows`` and ``size`` as in :meth:`_act_rows`."""
+        if not isinstance(self.action_space, spaces.Discrete):
+            raise ValueError(f"probs needs a Discrete action space; this policy's is {space_text(self.action_space)}")
+
+        def step(tensor: Any, state: torch.Tensor | None, start: torch.Tensor | None,
+                 mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return self.agent.probs_step(tensor, state, start, action_mask=mask)
+
+        single, probs = self._step_rows(obs, episode_start, action_mask, step, rows, size)
+        out = probs.float().cpu().numpy()
+        return out[0] if single else out
+
+    def _step_rows(self, obs: Any, episode_start: Any, action_mask: Any, step: Any, rows: list[int] | None,
+                   size: int | None) -> tuple[bool, torch.Tensor]:
+        """One step of the policy on one observation or a batch: ``(whether it was one, step's output [N, ...])``.
+
+        ``step(obs tensor, state, episode_start, mask) -> (output, state after)`` is the agent's step (an action or
+        the probabilities); the recurrent state is kept here, per row (``rows`` of ``size``: :meth:`_act_rows`).
+        """
         raw_obs = obs
         single, batch, n = self._batch(obs)
         tensor = to_tensor(batch, self.layout, self.device)
         mask = self._mask(raw_obs, action_mask, single, n)  # after the observation's check: a wrong one is named
         with torch.inference_mode():
             if not self.recurrent:
-                return_action = self.agent.act(tensor, deterministic, generator, action_mask=mask)
+                out, _ = step(tensor, None, None, mask)
             elif rows is None:
                 if self.state is None or self.state.shape[0] != n:
                     self.state = self.agent.initial_state(n, self.device)
@@ -325,20 +371,17 @@ class Policy:
                 if episode_start is not None:
                     self._start |= torch.as_tensor(np.asarray(episode_start, dtype=bool).reshape(n),
                                                    device=self.device)
-                return_action, self.state = self.agent.act_step(tensor, self.state, self._start, deterministic,
-                                                                generator, action_mask=mask)
+                out, self.state = step(tensor, self.state, self._start, mask)
                 self._start = torch.zeros_like(self._start)
             else:
                 if self.state is None or self.state.shape[0] != size:
                     self.state = self.agent.initial_state(size, self.device)
                     self._start = torch.ones(size, dtype=torch.bool, device=self.device)
                 index = torch.as_tensor(rows, dtype=torch.long, device=self.device)
-                return_action, state = self.agent.act_step(tensor, self.state[index], self._start[index],
-                                                           deterministic, generator, action_mask=mask)
+                out, state = step(tensor, self.state[index], self._start[index], mask)
                 self.state = self.state.index_copy(0, index, state)
                 self._start = self._start.index_fill(0, index, False)
-            action = to_env_action(return_action, self.action_space)
-        return action[0] if single else action
+        return single, out
 
 
 def _one_or_batch(shape: tuple[int, ...]) -> str:
@@ -461,13 +504,149 @@ class AgentsPolicy:
         """
         return self._act(obs, True, action_mask)
 
-    def _act(self, obs: dict[str, Any], deterministic: bool, action_mask: dict[str, Any] | None) -> dict[str, Any]:
+    def _check_agents(self, obs: Any) -> None:
+        """Raise ValueError (one line) where ``obs`` is not a dict of this policy's agents."""
         if not isinstance(obs, dict):
             raise ValueError(f"a multi-agent policy takes a dict {{agent: observation}} of the agents "
                              f"{sorted(self._group_of)}, not a {type(obs).__name__}")
         unknown = [a for a in obs if a not in self._group_of]
         if unknown:
             raise ValueError(f"agents {unknown} are not in this policy's groups {self.groups}")
+
+    def probs(self, obs: dict[str, Any], action_mask: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """The action probabilities behind :meth:`__call__` for the agents in ``obs``, each by its group's policy
+        (:meth:`Policy.probs`), with the same observations and mask rules.
+
+        A feed-forward policy takes one observation or a batch ``[B, ...]`` per agent (each laid out as in
+        training: the agent's one-hot index appended where the run used ``policy.agent_id``), with its mask
+        ``[A]`` or ``[B, A]`` in ``action_mask[agent]``. A recurrent one takes one observation per agent and steps
+        that agent's state as :meth:`__call__` does.
+
+        Returns:
+            ``{agent: float32 [A] or [B, A]}``, as each agent's observation was one or a batch: rows summing to 1,
+            exactly 0 on the moves the mask forbids.
+
+        Raises:
+            ValueError: as :meth:`__call__`; a group whose action space is not Discrete (naming it); an
+                observation that is neither one nor a batch of the agent's own shape; a batch for a recurrent
+                policy.
+        """
+        self._check_agents(obs)
+        out: dict[str, np.ndarray] = {}
+        for group, members in self.groups.items():
+            names = [a for a in members if a in obs]
+            if not names:
+                continue
+            policy = self.policies[group]
+            own = self._own_space(group)
+            parts = {a: self._one_or_batch(a, obs[a], own) for a in names}
+            if policy.recurrent:
+                batched = [a for a in names if parts[a] is not None]
+                if batched:
+                    raise ValueError(f"a recurrent policy's probs take one observation per agent (its state is the "
+                                     f"agent's); agent {batched[0]!r} was given a batch")
+                batch = self._view(group, names, [obs[a] for a in names])
+                mask = self._group_mask(group, names, action_mask)
+                rows = [members.index(a) for a in names]
+                probs = policy._probs_rows(batch, None, mask, rows, len(members))
+                out.update(zip(names, probs, strict=True))
+                continue
+            row_names: list[str] = []
+            row_obs: list[Any] = []
+            for a in names:  # each agent's rows: its one observation, or its batch's
+                rows_of_a = [obs[a]] if parts[a] is None else parts[a]
+                row_names += [a] * len(rows_of_a)
+                row_obs += rows_of_a
+            mask = self._rows_mask(group, names, parts, action_mask)
+            if row_obs:
+                probs = policy.probs(self._view(group, row_names, row_obs), action_mask=mask)
+            elif isinstance(policy.action_space, spaces.Discrete):  # only empty batches: no rows to score
+                probs = np.zeros((0, int(policy.action_space.n)), np.float32)
+            else:
+                raise ValueError(f"probs needs a Discrete action space; group {clipped(group, 20)!r} has "
+                                 f"{space_text(policy.action_space)}")
+            start = 0
+            for a in names:
+                count = 1 if parts[a] is None else len(parts[a])
+                out[a] = probs[start] if parts[a] is None else probs[start:start + count]
+                start += count
+        return out
+
+    def _own_space(self, group: str) -> gym.Space:
+        """One agent's own observation space in ``group``: what the env gives it, before the one-hot index
+        (``policy.agent_id``) and without a centralised critic's input."""
+        space = self.policies[group].observation_space
+        if isinstance(space, spaces.Dict) and set(space.spaces) == {ACTOR_KEY, CRITIC_KEY}:
+            space = space.spaces[ACTOR_KEY]
+        if not self.agent_id:
+            return space
+        if isinstance(space, spaces.Dict):
+            return spaces.Dict({k: v for k, v in space.spaces.items() if k != AGENT_ID_KEY})
+        M = len(self.groups[group])
+        return spaces.Box(space.low[:-M], space.high[:-M], dtype=space.dtype)
+
+    @staticmethod
+    def _one_or_batch(agent: str, obs: Any, own: gym.Space) -> list[Any] | None:
+        """None where ``obs`` is one observation of ``own``; the list of its rows where it is a batch ``[B, ...]``.
+
+        Raises:
+            ValueError: it is neither (one line naming the shapes).
+        """
+        if isinstance(own, spaces.Dict):
+            if not isinstance(obs, Mapping):
+                raise ValueError(f"agent {agent!r} observes a dict of the keys {list(own.spaces)}, not a "
+                                 f"{type(obs).__name__}")
+            parts = {k: np.asarray(obs[k]) for k in own.spaces if k in obs}
+            if all(parts[k].shape == own.spaces[k].shape for k in parts):
+                return None
+            sizes = {len(v) for v in parts.values() if v.ndim}
+            if len(sizes) == 1 and all(parts[k].shape[1:] == own.spaces[k].shape for k in parts):
+                size = sizes.pop()
+                every = {k: np.asarray(v) for k, v in obs.items()}  # the other keys too (an "action_mask")
+                every = {k: v for k, v in every.items() if v.ndim and len(v) == size}
+                return [{k: v[i] for k, v in every.items()} for i in range(size)]
+            raise ValueError(f"agent {agent!r}: the observation's keys are not one observation nor one batch: "
+                             f"{ {k: list(v.shape) for k, v in parts.items()} }")
+        value = np.asarray(obs)
+        shape = tuple(own.shape)
+        if value.shape == shape:
+            return None
+        if value.shape[1:] == shape:
+            return list(value)
+        raise ValueError(f"agent {agent!r}: the observation has shape {list(value.shape)}; this policy takes "
+                         f"{_one_or_batch(shape)}")
+
+    @staticmethod
+    def _rows_mask(group: str, names: list[str], parts: dict[str, list[Any] | None],
+                   action_mask: dict[str, Any] | None) -> np.ndarray | None:
+        """``[rows, A]``: each agent's mask ``[A]`` (one observation) or ``[B, A]`` (a batch), stacked in row
+        order; None where ``action_mask`` has none of the group's agents.
+
+        Raises:
+            ValueError: masks for some of the group's agents and not for others; a mask whose rows are not its
+                agent's.
+        """
+        if action_mask is None or not any(a in action_mask for a in names):
+            return None
+        missing = [a for a in names if a not in action_mask]
+        if missing:
+            raise ValueError(f"action_mask gives masks for some agents of group {clipped(group, 20)!r} and not for "
+                             f"{clipped(missing, 60)}: give every agent of a group its mask, or none")
+        blocks = []
+        for a in names:
+            mask = np.asarray(action_mask[a])
+            rows = 1 if parts[a] is None else len(parts[a])
+            if parts[a] is None and mask.ndim == 1:
+                mask = mask[None]
+            if mask.ndim != 2 or len(mask) != rows:
+                raise ValueError(f"action_mask[{a!r}] has shape {list(mask.shape)}; the agent's observation is "
+                                 f"{'one' if parts[a] is None else f'a batch of {rows}'}, so its mask is "
+                                 f"{'[A]' if parts[a] is None else f'[{rows}, A]'}")
+            blocks.append(mask)
+        return np.concatenate(blocks)
+
+    def _act(self, obs: dict[str, Any], deterministic: bool, action_mask: dict[str, Any] | None) -> dict[str, Any]:
+        self._check_agents(obs)
         out: dict[str, Any] = {}
         for group, members in self.groups.items():
             names = [a for a in members if a in obs]

@@ -286,6 +286,8 @@ EXTRA_USES = {
     "multiagent": "[Several agents](guides/multi-agent.md): PettingZoo's Parallel API and the MPE tasks",
     "games": "[Turn-based games](guides/turn-based.md): PettingZoo's classic games",
     "vmas": "[VMAS](guides/vmas.md): batched multi-agent worlds on the run's device",
+    "openspiel": "[Turn-based games](guides/turn-based.md): OpenSpiel's two-player games (Kuhn and Leduc poker) and "
+                 "their exact exploitability",
     "video": "`eval --video`",
     "export": "[ONNX export](guides/export.md)",
     "tune": "[Tuning](guides/tuning.md)",

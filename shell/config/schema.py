@@ -187,7 +187,9 @@ class EnvConfig:
                           "module with parallel_env(), or with env() alone for a turn-based (AEC) game, or "
                           "'module:function' for another function of it that makes one; the multiagent extra, the "
                           "games extra for PettingZoo's classic games) or 'vmas' (a VMAS scenario's batch of worlds "
-                          "on the run's device: env.id names the scenario; the vmas extra). Each backend checks its "
+                          "on the run's device: env.id names the scenario; the vmas extra) or 'openspiel' (a "
+                          "two-player turn-based OpenSpiel game: env.id names it, e.g. 'kuhn_poker', env.kwargs its "
+                          "parameters; the openspiel extra). Each backend checks its "
                           "own keys "
                           "(shell/envs/).")
     kwargs: dict[str, Any] = _field(attrs.Factory(dict), "Keyword arguments for gymnasium.make of each sub-env "

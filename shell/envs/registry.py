@@ -30,10 +30,11 @@ BACKENDS = {
     "envpool": "shell.envs.envpool",  # EnvPool's C++ thread pool
     "pettingzoo": "shell.envs.pettingzoo",  # PettingZoo Parallel-API multi-agent envs, agents as rows
     "vmas": "shell.envs.vmas",  # VMAS scenarios: batched multi-agent worlds on the device, agents as rows
+    "openspiel": "shell.envs.openspiel",  # OpenSpiel's two-player turn-based games, played by pettingzoo's turns
 }
 """``env.backend`` name -> module path."""
 
-MULTI_AGENT = {"pettingzoo", "vmas"}
+MULTI_AGENT = {"pettingzoo", "vmas", "openspiel"}
 """Backends of several agents: their ``make`` and ``from_factory`` (a factory of their own kind of env) return a
 :class:`shell.envs.base.LaneEnv` with a lane per group of agents; every other backend's vector env is one lane."""
 
@@ -47,6 +48,7 @@ PACKAGES = {
     "gymnasium": tuple(dict.fromkeys(module for module, _ in gymnasium_backend.ENV_PACKAGES.values())),
     "pettingzoo": ("pettingzoo", "mpe2"),
     "vmas": ("vmas",),
+    "openspiel": ("open_spiel", "pettingzoo"),
 }
 """``env.backend`` name -> the third-party env packages its module may import (the gymnasium backend loads
 ``ale_py`` and ``minigrid`` for their ids: :data:`shell.envs.gymnasium.ENV_PACKAGES`); the torch-native backend

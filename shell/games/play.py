@@ -2,7 +2,9 @@
 
 The game is the run's own (``env.id``, built as PettingZoo's AEC env: :func:`shell.envs.make_game`),
 the agent the run's deterministic policy (:func:`shell.inference.policy_for`, as ``load_policy`` gives it). The
-board is printed from the observation planes (:func:`board_text`), your moves are read from a text stream.
+board is printed from the observation planes (:func:`board_text`), your moves are read from a text stream. A game
+that writes a seat's view itself (an OpenSpiel game's ``information_text``: your own information state, never the
+other seat's cards) is shown in its words, and the legal moves of a game that gives them in the info are read there.
 """
 
 from __future__ import annotations
@@ -88,23 +90,27 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
         game.reset(seed=seed)
         score, moves = 0.0, 0
         for mover in game.agent_iter():
-            obs, reward, term, trunc, _ = game.last()
+            obs, reward, term, trunc, info = game.last()
             if mover == you:
                 score += float(reward)
             if term or trunc:
                 game.step(None)
                 continue
+            info_mask = _info_mask(info)
             if mover == you:
-                move = _your_move(obs, int(game.action_space(you).n), stdin, out, you)
+                move = _your_move(obs, int(game.action_space(you).n), stdin, out, you, info_mask,
+                                  _seat_view(game, you, obs, info_mask))
                 if move is None:
                     out(json.dumps({"seat": you, "score": score, "result": "unfinished", "moves": moves}))
                     return {"seat": you, "score": score, "result": "unfinished", "moves": moves}
             else:
-                move = int(policy({mover: obs})[mover])
-                out(f"{mover} (agent) plays {move}")
+                masks = {} if info_mask is None else {"action_mask": {mover: info_mask}}
+                move = int(policy({mover: obs}, **masks)[mover])
+                named = getattr(game, "move_text", None)
+                out(f"{mover} (agent) plays {named(mover, move) if callable(named) else move}")
             game.step(move)
             moves += 1
-        out(board_text(game.observe(you)))
+        out(_seat_view(game, you, game.observe(you), None))
         result = "win" if score > 0 else "loss" if score < 0 else "draw"
         outcome = {"seat": you, "score": score, "result": result, "moves": moves}
         out(json.dumps(outcome))
@@ -124,13 +130,15 @@ def _seat(seat: str | None, seats: list[str]) -> str:
     raise ConfigError(f"--seat {seat!r} is not a seat of this game; pick one of {seats} (or its index)")
 
 
-def _your_move(obs: Any, n: int, stdin: TextIO, out: Callable[[str], None], you: str) -> int | None:
-    """Your move of the ``n`` from ``stdin`` (asked again until legal: the observation's ``action_mask``, else
-    any); None at the end of the input."""
+def _your_move(obs: Any, n: int, stdin: TextIO, out: Callable[[str], None], you: str,
+               info_mask: np.ndarray | None = None, view: str | None = None) -> int | None:
+    """Your move of the ``n`` from ``stdin`` (asked again until legal: the observation's ``action_mask``, else the
+    info's (``info_mask``), else any); None at the end of the input. ``view`` is what is printed first (default:
+    :func:`board_text` of the observation)."""
     mask = np.asarray(obs["action_mask"], dtype=bool) if isinstance(obs, dict) and "action_mask" in obs \
-        else np.ones(n, dtype=bool)
+        else info_mask if info_mask is not None else np.ones(n, dtype=bool)
     legal = np.flatnonzero(mask).tolist()
-    out(board_text(obs, mask))
+    out(board_text(obs, mask) if view is None else view)
     while True:
         out(f"{you} (you, X): your move {legal}> ")
         line = stdin.readline()
@@ -144,3 +152,18 @@ def _your_move(obs: Any, n: int, stdin: TextIO, out: Callable[[str], None], you:
         if move in legal:
             return move
         out(f"illegal move {text!r}; legal moves: {legal}")
+
+
+# -- games that describe a seat's view themselves, with masks in the info (OpenSpiel's: shell/envs/openspiel.py)
+def _info_mask(info: Any) -> np.ndarray | None:
+    """``[A]`` bool: the legal moves an AEC env gives in the mover's info (``info["action_mask"]``), or None."""
+    mask = info.get("action_mask") if isinstance(info, dict) else None
+    return None if mask is None else np.asarray(mask, dtype=bool)
+
+
+def _seat_view(game: Any, seat: str, obs: Any, mask: Any) -> str:
+    """What seat ``seat`` is shown: the game's own text of what that seat knows where it writes one
+    (``game.information_text(seat)``: an OpenSpiel game's information state, never the other seat's cards), else
+    :func:`board_text` of the observation."""
+    describe = getattr(game, "information_text", None)
+    return describe(seat) if callable(describe) else board_text(obs, mask)

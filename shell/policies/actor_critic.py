@@ -9,7 +9,7 @@ from gymnasium import spaces
 from torch import nn
 
 from shell.config import PolicyConfig
-from shell.errors import ConfigError
+from shell.errors import ConfigError, space_text
 from shell.normalization import ObsNormalizer, ValueNormalizer
 from shell.observations import Obs, ObsLayout, map_obs, obs_layout, split_actor_critic
 from shell.policies.encoders import ImageEncoder, has_image, make_encoder
@@ -160,6 +160,41 @@ class ActorCritic(nn.Module):
         action, _, _ = self.actor.sample(features, deterministic, generator, with_log_prob=False,
                                          **_mask_kw(action_mask))
         return action
+
+    def probs(self, raw_obs: Obs, action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``[N, n]`` action probabilities of a Discrete space for raw observations ``[N, ...]`` (normalised with the
+        saved statistics, as :meth:`act`): what :meth:`act` samples from, its argmax what it plays
+        deterministically. With ``action_mask [N, n]`` bool they are exactly 0 on illegal actions.
+
+        Raises:
+            ValueError: the policy is recurrent (use :meth:`probs_step` with a state); an action space other than
+                Discrete (one line naming it).
+        """
+        if self.recurrent:
+            raise ValueError("a recurrent policy's probabilities depend on its state: use probs_step(raw_obs, "
+                             "state, episode_start)")
+        return self._head_probs(self.encoder(self.obs_normalizer.normalize(raw_obs)), action_mask)
+
+    def _head_probs(self, features: torch.Tensor, action_mask: torch.Tensor | None) -> torch.Tensor:
+        """The actor head's ``[N, n]`` probabilities, or ValueError naming a space that has none."""
+        head = getattr(self.actor, "probs", None)
+        if head is None:
+            raise ValueError(f"probs needs a Discrete action space; this policy's is {space_text(self.action_space)}")
+        return head(features, **_mask_kw(action_mask))
+
+    def probs_step(self, raw_obs: Obs, state: torch.Tensor | None, episode_start: torch.Tensor | None,
+                   action_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`probs` for any policy: ``(probs [N, n], state after this step)``, stepping the state as
+        :meth:`act_step` does (feed-forward: ``state`` None, and None after).
+
+        Raises:
+            ValueError: see :meth:`probs`.
+        """
+        if not self.recurrent:
+            return self.probs(raw_obs, action_mask), None
+        obs = map_obs(lambda x: x.unsqueeze(0), self.obs_normalizer.normalize(raw_obs))
+        actor, _, state = self._sequence_features(obs, state, episode_start.unsqueeze(0), critic=False)
+        return self._head_probs(actor, action_mask), state
 
     def value(self, obs: Obs) -> torch.Tensor:
         """Observations -> ``[N]`` values (in return units)."""

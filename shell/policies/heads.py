@@ -245,6 +245,21 @@ class CategoricalActor(nn.Module):
         masks = self._masks(action_mask, features.shape[0])
         return [core.masked_categorical(part, m) for part, m in zip(parts, masks, strict=True)]
 
+    def probs(self, features: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``[N, H]`` features -> ``[N, n]`` action probabilities of a Discrete space (a softmax of the logits;
+        with ``action_mask [N, n]`` bool, core.masked_probs: exactly 0 on illegal actions).
+
+        Raises:
+            ValueError: a MultiDiscrete space (its joint distribution is a product, not one ``[N, n]`` table); a
+                mask that is not ``[N, n]`` bool.
+        """
+        if self.multi:
+            raise ValueError(f"probs needs a Discrete action space; this policy's is MultiDiscrete({self.nvec})")
+        logits = self._logits(features)[0]
+        if action_mask is None:
+            return torch.softmax(logits, dim=-1)
+        return core.masked_probs(logits, self._masks(action_mask, features.shape[0])[0])
+
     def _index_columns(self, raw_action: torch.Tensor, batch: int) -> list[torch.Tensor]:
         expected = (batch, len(self.nvec)) if self.multi else (batch,)
         if tuple(raw_action.shape) != expected:

@@ -181,7 +181,7 @@ def test_versions_json_lists_the_env_packages_the_run_imported_in_the_env_layers
     from shell.envs import env_package_versions
     from shell.runner import library_versions
 
-    packages = ["ale_py", "envpool", "minigrid", "pettingzoo", "mpe2", "vmas"]  # versions.json's order
+    packages = ["ale_py", "envpool", "minigrid", "pettingzoo", "mpe2", "vmas", "open_spiel"]  # versions.json's order
     for name in packages:
         monkeypatch.delitem(sys.modules, name, raising=False)
     assert env_package_versions() == {}

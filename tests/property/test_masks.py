@@ -80,6 +80,24 @@ def test_masked_maths_has_no_nan_and_the_probability_of_a_masked_action_is_exact
 
 
 @given(masked_case(), dtypes)
+@example((np.array([[0.0, 30.0, -30.0]], np.float32), np.array([[True, False, True]])), torch.float32)
+def test_masked_probs_match_the_reference_softmax_and_are_exactly_zero_where_illegal(case, dtype) -> None:
+    logits, mask = case
+    x, m = as_tensor(logits, dtype), torch.as_tensor(mask)
+    probs = call_pure(core.masked_probs, x, m)
+    assert probs.dtype == dtype and probs.shape == x.shape
+    for r in range(logits.shape[0]):
+        p = ref_masked_softmax(logits[r], mask[r])
+        for a in range(logits.shape[1]):
+            if mask[r, a]:
+                assert abs(float(probs[r, a]) - p[a]) <= tol(dtype), (r, a, float(probs[r, a]), p[a])
+            else:
+                assert float(probs[r, a]) == 0.0  # exactly zero
+        assert abs(float(probs[r].sum()) - 1.0) <= tol(dtype, logits.shape[1])
+    assert torch.equal(core.masked_probs(x, torch.ones_like(m)), torch.softmax(x, -1))  # all legal: bit for bit
+
+
+@given(masked_case(), dtypes)
 def test_gradients_flow_only_through_legal_logits(case, dtype) -> None:
     logits, mask = case
     x = as_tensor(logits, dtype).requires_grad_(True)
