@@ -46,7 +46,7 @@ from shell.errors import ConfigError, clipped, first_line
 from shell.installation import install_hint
 
 __all__ = ["SEATS", "OpenSpielAEC", "check_config", "check_game", "eval_config", "from_factory", "game_env",
-           "load_game", "make", "make_game", "pyspiel_module", "seat_observation", "seat_text"]
+           "load_game", "make", "make_game", "pyspiel_module", "run_game", "seat_observation", "seat_text"]
 
 SEATS = ("player_0", "player_1")
 """The agents' names: seat i is OpenSpiel's player i."""
@@ -110,6 +110,18 @@ def _check_params(name: str, game_type: Any, params: Mapping[str, Any]) -> dict[
                               f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} there (default {default!r})")
         out[key] = value
     return out
+
+
+def run_game(cfg: EnvConfig) -> Any:
+    """The OpenSpiel game a run of ``cfg`` plays (``env.id`` with ``env.kwargs``: :func:`load_game`).
+
+    Raises:
+        ConfigError: the run is not of this backend (one line naming its env and backend); as :func:`load_game`.
+    """
+    if cfg.backend != "openspiel":
+        raise ConfigError(f"exact exploitability needs a run of an OpenSpiel game (env.backend = 'openspiel'); "
+                          f"this run is of {cfg.id!r} on env.backend = {cfg.backend!r}")
+    return load_game(cfg.id, cfg.kwargs)
 
 
 def load_game(name: str, params: Mapping[str, Any] | None = None) -> Any:
