@@ -17,6 +17,7 @@ from core.distributions import (
     unsquash,
 )
 from core.losses import MAX_LOG_RATIO, clip_loss, value_loss
+from core.magnet import magnet_kl
 from core.masks import (
     bernoulli_entropy,
     bernoulli_log_prob,
@@ -77,6 +78,7 @@ __all__ = [
     "gae",
     "legal_log_count",
     "linear_schedule",
+    "magnet_kl",
     "masked_argmax",
     "masked_categorical",
     "masked_categorical_sample",

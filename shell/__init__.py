@@ -1,7 +1,8 @@
 """The stateful half: config, envs, networks, storage, the PPO update, the runner, and the Python API.
 
-``shell.train``, ``shell.resume``, ``shell.StopOnReward``, ``shell.TrainResult`` (shell/api.py) and
-``shell.load_policy`` and ``shell.Policy`` (shell/inference.py) are the entry points for your own programs.
+``shell.train``, ``shell.resume``, ``shell.evaluate``, ``shell.play``, ``shell.StopOnReward``, ``shell.TrainResult``
+(shell/api.py) and ``shell.load_policy`` and ``shell.Policy`` (shell/inference.py) are the entry points for your
+own programs.
 Importing it registers ``CartPoleNoVel-v1`` and ``PendulumNoVel-v1`` with gymnasium (shell/envs/pomdp.py).
 """
 
@@ -11,7 +12,8 @@ from shell.envs.pomdp import register as _register_pomdp
 
 _register_pomdp()
 
-_API = {"train": "shell.api", "resume": "shell.api", "StopOnReward": "shell.api", "TrainResult": "shell.api",
+_API = {"train": "shell.api", "resume": "shell.api", "evaluate": "shell.api", "play": "shell.api",
+        "StopOnReward": "shell.api", "TrainResult": "shell.api",
         "load_policy": "shell.inference", "Policy": "shell.inference", "CallbackContext": "shell.callbacks"}
 __all__ = sorted(_API)
 

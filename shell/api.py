@@ -9,6 +9,8 @@
     result = shell.train("cartpole", env=gym.make_vec("CartPole-v1", 16, vectorization_mode="sync"))
     action = result.policy.act(obs)                   # deterministic; numpy, as the env takes it
     result.run_dir, result.summary                    # summary.json's contents
+    shell.evaluate(result.run_dir, env=MyEnv, episodes=10)  # ``ppo-core eval``; a factory run needs its env
+    shell.play("ttt-run", env=my_game, seat="player_2")     # ``ppo-core play``: a turn-based game, moves on stdin
 
 The env is an id (``str``), a factory (``Callable[[], gymnasium.Env]``, called once per sub-env)
 or a ready ``gymnasium.vector.VectorEnv`` in SAME_STEP or NEXT_STEP autoreset mode (DESIGN.md,
@@ -30,7 +32,7 @@ import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 import gymnasium as gym
@@ -41,13 +43,15 @@ from shell.config import Config, apply_overrides, config_from_saved, load_config
 from shell.distributed import Dist
 from shell.envs import check_config as check_env_config
 from shell.envs import factory_backend
-from shell.errors import ConfigError
+from shell.errors import ConfigError, said
+from shell.evaluation import eval_checkpoint
+from shell.games.play import play as play_game
 from shell.inference import Policy, load_policy, read_checkpoint, require_env
 from shell.runner import Trainer, prepare_run_dir
 from shell.stop import StopRequest
 from shell.tracking import check_loggers
 
-__all__ = ["Callback", "EnvSource", "StopOnReward", "TrainResult", "resume", "train"]
+__all__ = ["Callback", "EnvSource", "StopOnReward", "TrainResult", "evaluate", "play", "resume", "train"]
 
 EnvSource = str | Callable[[], gym.Env] | gym.vector.VectorEnv
 #: Called on rank 0 after every update with that update's metrics row (the same dict as a row of
@@ -261,21 +265,21 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise ConfigError(f"--resume {run_dir}: no such run dir")
+        raise ConfigError(f"{said('resume', run_dir)}: no such run dir")
     try:
         latest = latest_checkpoint(run_dir / "checkpoints")
     except ConfigError as error:  # e.g. killed before its first checkpoint
-        raise ConfigError(f"--resume {run_dir}: {error}: the run stopped before writing its first (every "
-                          "run.checkpoint_every updates); train it again, without --resume, into a new or empty "
-                          "run dir") from None
+        raise ConfigError(f"{said('resume', run_dir)}: {error}: the run stopped before writing its first (every "
+                          f"run.checkpoint_every updates); {said('train_again')} into a new or empty run dir"
+                          ) from None
     path, state = read_checkpoint(latest)
     kind = state.get("env_source")
     require_env(run_dir, state, env, f"resume it from Python: shell.resume({str(run_dir)!r}, env={{env}})")
     config = config_from_saved(state["config"], total_timesteps=total_timesteps, device=device)
     # totals round up to whole updates: the same flags again (e.g. after a preemption) are fine
     if total_timesteps is not None and config.num_updates(state.get("world_size", 1)) < state["update"]:
-        raise ConfigError(f"--resume {run_dir}: the run already took {state['env_steps']} steps "
-                          f"({state['update']} updates); --total-timesteps {total_timesteps} is fewer")
+        raise ConfigError(f"{said('resume', run_dir)}: the run already took {state['env_steps']} steps "
+                          f"({state['update']} updates); {said('total_timesteps', total_timesteps)} is fewer")
     finished = _finished_summary(run_dir, state, config)
     if finished is not None:  # nothing to train: the run's own summary, and nothing on disk touched
         if progress:
@@ -283,7 +287,7 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
 
             print(f"{run_dir} already finished: it trained {state['env_steps']} env steps ({state['update']} "
                   f"updates) of run.total_timesteps = {config.run.total_timesteps}; to train it further, add "
-                  f"--total-timesteps N with N > {state['env_steps']}", file=sys.stderr)
+                  f"{said('total_timesteps', 'N')} with N > {state['env_steps']}", file=sys.stderr)
         return TrainResult(load_policy(path, env=env), run_dir, finished, config)
     source = None
     if env is not None:
@@ -309,3 +313,66 @@ def resume(run_dir: str | os.PathLike, total_timesteps: int | None = None, *, de
               file=sys.stderr)
     summary = trainer.train()
     return TrainResult(trainer.policy(), run_dir, summary, config)
+
+
+def evaluate(run_dir: str | os.PathLike, env: Callable[[], Any] | None = None, *, episodes: int = 20,
+             video: bool = False, video_episodes: int = 1, device: str = "cpu",
+             stop: StopRequest | None = None) -> dict[str, Any]:
+    """Evaluate the deterministic policy of a run's newest checkpoint (or of a checkpoint file), as
+    ``ppo-core eval`` does: ``episodes`` episodes with the run's evaluation seeds, cap and opponents (a
+    turn-based game: against each, seat by seat, and the snapshots of its pool). ``eval.json`` is written beside
+    the checkpoint; ``summary.json`` is left alone.
+
+    Args:
+        run_dir: a run dir or a checkpoint file.
+        env: a factory of the run's env: a ``Callable[[], gymnasium.Env]``, or with ``env.backend = "pettingzoo"``
+            of its PettingZoo env (a turn-based game's ``AECEnv`` or a ``ParallelEnv``), as :func:`train` took it.
+            A run trained on a factory or a ready vector env needs it (its config cannot rebuild the env); None:
+            the config's ``env.id``.
+        episodes: evaluation episodes (a game's: per opponent, half in each seat).
+        video: also record the first ``video_episodes`` episodes as mp4s in ``videos/`` beside the checkpoint
+            (the ``video`` extra; ``env`` must then take ``render_mode="rgb_array"`` as a keyword).
+        video_episodes: how many episodes to record, 1 to ``episodes``.
+        device: the policy's device.
+        stop: a :class:`shell.stop.StopRequest` that ends the evaluation early (raising ``Interrupted``).
+
+    Returns:
+        eval.json's contents: ``eval_return_mean`` and ``eval_return_std``, ``eval_episodes``, a game's
+        ``eval_vs`` and ``elo``, ``videos`` (see the CLI reference's eval fields).
+
+    Raises:
+        ConfigError: a bad run dir or checkpoint; a run trained on a factory without ``env``, or an ``env`` that
+            is not a factory; a missing video extra; ``video_episodes`` not in 1..``episodes``.
+        TrainingError: the env gave a non-finite reward; a bot opponent played an illegal move.
+    """
+    return eval_checkpoint(run_dir, episodes, video, device, stop, video_episodes=video_episodes, env=env)
+
+
+def play(run_dir: str | os.PathLike, env: Callable[[], Any] | None = None, *, seat: str | None = None,
+         seed: int | None = None, device: str = "cpu", stdin: TextIO | None = None,
+         out: Callable[[str], None] = print) -> dict[str, Any]:
+    """Play one game of a turn-based game against a run's trained agent, as ``ppo-core play`` does: the board (or
+    your seat's view) is passed to ``out`` before each of your moves, with the legal ones, and each line of
+    ``stdin`` is a move (an illegal one is refused and asked again); the agent plays every other seat.
+
+    Args:
+        run_dir: a run dir or a checkpoint file of a turn-based game (``env.backend = "pettingzoo"`` or
+            ``"openspiel"``).
+        env: a factory of the run's game (a ``Callable[[], pettingzoo.AECEnv]``, as :func:`train` took it); a run
+            trained on a factory needs it. None: the config's ``env.id``.
+        seat: your seat, by name or index (default: the first).
+        seed: the game's reset seed.
+        device: the policy's device.
+        stdin: where your moves come from, one per line (default ``sys.stdin``; ``io.StringIO("4\\n0\\n")``
+            plays a script).
+        out: where the boards, the agent's moves and the result's JSON line go (default ``print``).
+
+    Returns:
+        ``{"seat", "score", "result", "moves"}``: your seat, your score, ``"win"``, ``"draw"``, ``"loss"`` (or
+        ``"unfinished"`` where ``stdin`` ended first) and the moves of both sides.
+
+    Raises:
+        ConfigError: a bad run dir or checkpoint; a run that is not of a turn-based game; a run trained on a
+            factory without ``env``, or an ``env`` that does not make a turn-based game; an unknown seat.
+    """
+    return play_game(run_dir, seat, device, stdin=stdin, out=out, seed=seed, env=env)

@@ -14,8 +14,9 @@
 
 Progress goes to stderr; the last stdout line is one JSON object. Exit codes: 0 success,
 1 failure during training (or an export that failed its check), 2 bad input at start-up,
-130/143 after SIGINT/SIGTERM. This module owns the process: signal handlers, the torch thread
-count, exit codes and ``os._exit``; the library below it leaves all of those to its caller.
+129 a rank whose torchrun launcher ended, 130/143 after SIGINT/SIGTERM. This module owns the
+process: signal handlers, the torch thread count, exit codes and ``os._exit``; the library below
+it leaves all of those to its caller.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import signal
 import sys
 from pathlib import Path
 
-from shell.errors import ConfigError, ExportError, TrainingError
+from shell.errors import ConfigError, ExportError, TrainingError, front_end
 from shell.stop import Interrupted, StopRequest, exit_code
 
 
@@ -243,12 +244,15 @@ def run(argv: list[str], stop: StopRequest) -> int:
         if stop.requested:  # a signal during the (short) drawing: the file is written, the exit code says so
             result.update(interrupted=True, exit_code=exit_code(stop.signum))
     else:
+        launcher = os.getppid()  # torchrun's process, under torchrun: taken before the slow imports below
         args = train_parser().parse_args(argv)
         import torch
 
         from shell import api
         from shell.config import load_config
-        from shell.distributed import init_distributed, shutdown
+        from shell.distributed import end_with_launcher, init_distributed, shutdown
+
+        end_with_launcher(launcher)  # under torchrun: a rank ends when its launcher ends (exit 129)
 
         if args.resume:
             clashes = [f for f, v in (("--config", args.config), ("--seed", args.seed), ("--run-dir", args.run_dir),
@@ -284,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopRequest()
     install_signal_handlers(stop, second_forces=argv[:1] != ["tune-worker"])
     try:
-        return run(argv, stop)
+        with front_end("cli"):  # the library's messages name flags (--run-dir), not the Python API's arguments
+            return run(argv, stop)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -7,12 +7,18 @@ Without ``torchrun`` (no ``WORLD_SIZE`` in the environment) everything here is a
 When another rank ends in the middle of a run (its process, or its whole node, killed or gone), the next
 collective fails at once on the others (gloo and nccl see the closed connection): it raises :class:`RankLost`,
 a :class:`~shell.errors.TrainingError`, and :func:`shutdown` then leaves the group without its barrier.
+
+torchrun starts each rank in a session of its own and does not take its ranks with it when it is killed: a rank
+whose launcher is gone ends itself (:func:`end_with_launcher`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -21,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from shell.errors import TrainingError
+from shell.workers import WATCH_PERIOD
 
 T = TypeVar("T")
 
@@ -28,6 +35,10 @@ T = TypeVar("T")
 _LOST = ("closed by peer", "connection reset", "broken pipe", "timed out", "timeout", "connection refused",
          "socket", "recvbytes", "sendbytes")
 _lost = False
+
+LAUNCHER_GONE = 129  # the exit code of a rank whose launcher has ended: 128 + SIGHUP, as for a lost terminal
+_launcher: int | None = None  # the pid of torchrun's process, once end_with_launcher watches it
+_ending = threading.Lock()  # one line only, when the watch and a failed collective find the launcher gone at once
 
 
 class RankLost(TrainingError):
@@ -43,6 +54,8 @@ def _collective(call: Callable[[], T]) -> T:
         text = str(exc)
         if not (isinstance(exc, dist.DistNetworkError) or any(word in text.lower() for word in _LOST)):
             raise
+        if _launcher is not None and os.getppid() != _launcher:  # a rank of this node, ended with the launcher
+            _launcher_gone()
         _lost = True
         first = re.sub(r"^\[[^\]]*\]\s*", "", text.strip().splitlines()[0] if text.strip() else type(exc).__name__)
         raise RankLost(f"lost a node (or a process) of the torchrun group: {first.split('. ')[0][:200]}") from None
@@ -121,6 +134,53 @@ def init_distributed(device_name: str) -> tuple[Dist, str]:
         torch.cuda.set_device(local_rank)
         return Dist(rank, world_size, local_rank), f"cuda:{local_rank}"
     return Dist(rank, world_size, local_rank), "cpu"
+
+
+def end_with_launcher(launcher_pid: int) -> bool:
+    """Under torchrun, end this process within a second of the end of its launcher, ``launcher_pid``.
+
+    torchrun (its elastic agent) starts each rank in a session of its own, so a launcher killed with SIGKILL, or
+    its process group, left its ranks training on, re-parented to init. A daemon thread looks at this process's
+    parent every :data:`~shell.workers.WATCH_PERIOD` seconds; once it is no longer ``launcher_pid``, the thread
+    writes one line on stderr and ends the process with :data:`LAUNCHER_GONE`, at once: nothing more is
+    written (a checkpoint being written is left unfinished in its temporary file, never in its place). A rank whose
+    collective fails before its thread looks (another rank of its node has ended already) ends the same way, with
+    the same line; the ranks of other nodes lose this one at their next collective (:class:`RankLost`).
+
+    The thread, not Linux's ``PR_SET_PDEATHSIG``: it says why, works on every platform, and does not depend on
+    which of the launcher's threads started the rank. A no-op outside torchrun (no ``TORCHELASTIC_RUN_ID``).
+
+    Args:
+        launcher_pid: ``os.getppid()`` taken as early as possible: the agent, torchrun's process. A launcher
+            that is gone already ends this process at the first look.
+
+    Returns:
+        Whether the watch was started (under torchrun).
+    """
+    global _launcher
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return False
+    _launcher = launcher_pid
+
+    def watch() -> None:
+        while os.getppid() == launcher_pid:
+            time.sleep(WATCH_PERIOD)
+        _launcher_gone()
+
+    threading.Thread(target=watch, name="ppo-core-launcher-watch", daemon=True).start()
+    return True
+
+
+def _launcher_gone() -> None:
+    """One line on stderr, then the end of this process (:data:`LAUNCHER_GONE`): its launcher has ended."""
+    rank, world_size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+    with _ending:  # a second caller waits here for the end
+        try:
+            print(f"\nerror: the torchrun launcher (pid {_launcher}) has ended, so rank {rank} of {world_size} "
+                  "stops here; checkpoints already on disk are kept", file=sys.stderr, flush=True)
+        except Exception:  # stderr closed, or a pipe with no reader left
+            pass
+        os._exit(LAUNCHER_GONE)
 
 
 def shutdown() -> None:

@@ -23,8 +23,9 @@ from shell.config import Config, EnvConfig, PolicyConfig
 from shell.envs import Rows, make_lanes
 from shell.envs import eval_env_config as backend_eval_config
 from shell.envs.masks import require_mask
-from shell.errors import ConfigError, TrainingError
+from shell.errors import ConfigError, TrainingError, said
 from shell.games import Bot, Opponent, Ratings, Seating, import_bots, named_opponent, snapshot_players
+from shell.games.exploitability import Exploitability, measures_exploitability, policy_exploitability
 from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
 from shell.seeding import eval_seeds, opponent_seed
@@ -54,6 +55,9 @@ class EvalResult(NamedTuple):
             policy's score in each episode by the seat it played; None otherwise.
         ratings: turn-based games: every player's Elo rating (:class:`shell.games.Ratings`: ``"random"`` =
             0, the bots, ``"snapshot@<update>"`` for each snapshot, ``"policy"``); None otherwise.
+        exploitability: OpenSpiel games with ``EvalSpec.exploitability``: the policy's exact NashConv and
+            exploitability (:func:`shell.games.exploitability.policy_exploitability`); None otherwise.
+        average_exploitability: the same figure of the run's average policy (``EvalSpec.average``); None otherwise.
     """
 
     returns: list[float]
@@ -64,6 +68,8 @@ class EvalResult(NamedTuple):
     render_fps: int | None = None  # the env's frame rate (its metadata's render_fps), for videos
     returns_per_opponent: dict[str, dict[str, list[float]]] | None = None
     ratings: dict[str, float | None] | None = None
+    exploitability: Exploitability | None = None
+    average_exploitability: Exploitability | None = None
 
 
 @attrs.frozen
@@ -88,6 +94,10 @@ class EvalSpec:
         source: a ``Callable[[], gymnasium.Env]`` that replaces the config's env id (runs trained from a factory).
         wrappers: gymnasium wrappers around each evaluation sub-env (what callbacks set).
         render_mode: the env's render mode (``"rgb_array"`` for videos).
+        exploitability: measure the policy's exact exploitability too (an OpenSpiel game: ``run.exploitability``,
+            :func:`shell.games.exploitability.measures_exploitability`), even with ``episodes = 0``.
+        average: the run's average policy (``ppo.average_decay``), laid out as the agent: with ``exploitability``
+            its figure is measured too (it plays no episode).
     """
 
     env: EnvConfig
@@ -102,12 +112,16 @@ class EvalSpec:
     source: Callable[[], gym.Env] | None = None
     wrappers: list | None = None
     render_mode: str | None = None
+    exploitability: bool = False
+    average: torch.nn.Module | None = None
 
     @classmethod
     def of_run(cls, config: Config, **changes: Any) -> EvalSpec:
         """A run's evaluation as its config says (``run.eval_episodes``, its seeds, cap and opponents), with
-        ``changes``."""
+        ``changes``; its exact exploitability as ``run.exploitability`` says, unless ``changes`` say."""
         run = config.run
+        if "exploitability" not in changes:
+            changes["exploitability"] = measures_exploitability(config)
         return cls(**{"env": config.env, "episodes": run.eval_episodes, "seed": run.seed,
                       "seed_scheme": run.seed_scheme, "policy": config.policy,
                       "max_episode_steps": run.eval_max_episode_steps, "opponents": tuple(run.eval_opponents),
@@ -175,10 +189,15 @@ def evaluate(agent: torch.nn.Module, spec: EvalSpec, device: torch.device, stop:
             opponent that cannot be imported (:func:`resolve_opponents`); a policy of another number of lanes.
         TrainingError: a bot returned an illegal move; the env gave a non-finite reward.
     """
-    if spec.episodes <= 0:
-        return EvalResult([], 0, 0)
-    bots = resolve_opponents(spec.opponents)
     env_cfg = eval_env_config(spec.env)
+    if spec.episodes <= 0:
+        if not spec.exploitability:
+            return EvalResult([], 0, 0)
+        env = make_lanes(env_cfg, device, num_envs=1, source=spec.source, policy=spec.policy)
+        env.close()  # built only for its lanes' seats
+        return EvalResult([], 0, 0, exploitability=_exploitability(agent, spec, env.lanes),
+                          average_exploitability=_exploitability(spec.average, spec, env.lanes))
+    bots = resolve_opponents(spec.opponents)
     env = make_lanes(env_cfg, device, num_envs=spec.episodes, render_mode=spec.render_mode, wrappers=spec.wrappers,
                      source=spec.source, policy=spec.policy)
     run = _Episodes(env, env_cfg, eval_episode_cap(env_cfg, spec.max_episode_steps, env.max_episode_steps), spec,
@@ -209,7 +228,16 @@ def evaluate(agent: torch.nn.Module, spec: EvalSpec, device: torch.device, stop:
     returns, per_agent, per_group, truncated = result
     several_agents = any(lane.agents is not None for lane in env.lanes.values())
     return EvalResult(returns, truncated, run.cap, per_agent if several_agents and per_opponent is None else None,
-                      per_group if len(env.lanes) > 1 else None, env.render_fps, per_opponent, elo)
+                      per_group if len(env.lanes) > 1 else None, env.render_fps, per_opponent, elo,
+                      _exploitability(agent, spec, env.lanes), _exploitability(spec.average, spec, env.lanes))
+
+
+def _exploitability(agent: torch.nn.Module | None, spec: EvalSpec, lanes: dict[Any, Any]) -> Exploitability | None:
+    """``agent``'s exact exploitability in the game of ``spec``, its seats by lane as ``lanes`` hold them (None
+    without ``spec.exploitability`` or an agent)."""
+    if not spec.exploitability or agent is None:
+        return None
+    return policy_exploitability(agent, spec.env, spec.policy, {g: list(lane.agents) for g, lane in lanes.items()})
 
 
 @attrs.frozen
@@ -317,36 +345,44 @@ def _by_copy(per_lane: list[torch.Tensor], copies: int) -> np.ndarray:
 
 
 def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
-                    device: str = "cpu", stop: StopRequest | None = None, video_episodes: int = 1) -> dict[str, Any]:
-    """The ``eval`` command: evaluate a checkpoint, write ``eval.json`` beside it, return the result.
+                    device: str = "cpu", stop: StopRequest | None = None, video_episodes: int = 1,
+                    env: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """The ``eval`` command (and :func:`shell.api.evaluate`): evaluate a checkpoint, write ``eval.json`` beside it,
+    return the result.
 
     ``summary.json`` of the run is left alone. With ``video``, the first ``video_episodes`` evaluation
     episodes are played again, one at a time with the same seeds, and recorded as mp4s in ``videos/``
     beside the checkpoint (``<checkpoint>-episode-<i>.mp4``), through gymnasium's RecordVideo
     (rgb_array rendering); the result names them in ``videos``. A run tracked with W&B or MLflow
     (``run.loggers``) gets them too, in its tracker run (``videos_logged_to`` names the trackers).
-    Episodes are capped at the run's ``run.eval_max_episode_steps`` (see :func:`evaluate`).
+    Episodes are capped at the run's ``run.eval_max_episode_steps`` (see :func:`evaluate`). ``env``, a factory of
+    the run's env (``Callable[[], gymnasium.Env]``, or of its PettingZoo env), replaces the config's id: a run
+    trained on a factory or a ready vector env needs it (its config cannot rebuild the env).
 
     Raises:
         ConfigError: a bad target, a corrupt checkpoint, a run trained on a factory or a ready
-            vector env (its config cannot rebuild the env), a missing video extra, or
+            vector env without ``env``, an ``env`` that is not a factory, a missing video extra, or
             ``video_episodes`` not in 1..``episodes``.
         Interrupted: ``stop`` was requested; eval.json is not written.
     """
     path = resolve_checkpoint(target)
     if video:
         if not 1 <= video_episodes <= episodes:
-            raise ConfigError(f"--video-episodes {video_episodes} must be from 1 to --episodes ({episodes}): the "
-                              "videos are of the first evaluation episodes")
+            raise ConfigError(f"{said('video_episodes', video_episodes)} must be from 1 to "
+                              f"{said('episodes')} ({episodes}): the videos are of the first evaluation episodes")
         try:
             import moviepy  # noqa: F401 - save_video needs it
         except ImportError:
-            raise ConfigError(f"--video needs moviepy; run: {install_hint('video')}") from None
+            raise ConfigError(f"{said('video')} needs moviepy; run: {install_hint('video')}") from None
+    if env is not None and not callable(env):
+        raise ConfigError(f"env must be a factory of the run's env (a Callable[[], gymnasium.Env], or of its "
+                          f"PettingZoo env), not {type(env).__name__}")
     agent, config, state = load_agent(path, device)
-    require_env(path, state, None, f"evaluate it from Python on your env, with policy = shell.load_policy("
-                                   f"{str(target)!r}); shell.resume(..., env={{env}}) continues it")
+    require_env(path, state, env, f"evaluate it from Python with a factory of its env: shell.evaluate("
+                                  f"{str(target)!r}, env=<env factory>)")
     dev = next(agent.parameters()).device
-    outcome = evaluate(agent, EvalSpec.of_run(config, episodes=episodes,
+    average = load_agent(path, dev, average=True)[0] if "average" in state else None  # ppo.average_decay's
+    outcome = evaluate(agent, EvalSpec.of_run(config, episodes=episodes, source=env, average=average,
                                               snapshots=snapshot_players(agent, state.get("selfplay"))), dev, stop)
     result: dict[str, Any] = {
         "env_id": config.env.id,
@@ -356,7 +392,7 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
         "checkpoint": str(path),
     }
     if video:
-        videos = _record(agent, config, path, video_episodes, dev, stop)
+        videos = _record(agent, config, path, video_episodes, dev, stop, env)
         result.update(video_episodes=video_episodes, videos=videos)
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
         if run_dir is not None and videos:  # a tracked run: the videos go to its W&B / MLflow run too
@@ -367,7 +403,7 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
 
 
 def _record(agent: torch.nn.Module, config: Config, path: Path, video_episodes: int, device: torch.device,
-            stop: StopRequest | None) -> list[str]:
+            stop: StopRequest | None, source: Callable[[], Any] | None = None) -> list[str]:
     """``eval --video``: episode i replays evaluation episode i (its own seed) on one copy rendered as ``rgb_array``
     (a game's against ``"random"``),
     written by gymnasium's ``save_video`` (at the env's ``render_fps``) as ``videos/<checkpoint>-episode-<i>.mp4``.
@@ -379,7 +415,8 @@ def _record(agent: torch.nn.Module, config: Config, path: Path, video_episodes: 
     videos = []
     for i in range(video_episodes):
         frames: list = []
-        spec = EvalSpec.of_run(config, episodes=1, first_episode=i, render_mode="rgb_array", opponents=("random",))
+        spec = EvalSpec.of_run(config, episodes=1, first_episode=i, render_mode="rgb_array", opponents=("random",),
+                               source=source)
         outcome = evaluate(agent, spec, device, stop, frames=frames)
         prefix = f".{path.stem}-recording-{i}"
         recording = folder / f"{prefix}-episode-0.mp4"
@@ -400,7 +437,9 @@ def eval_fields(outcome: EvalResult) -> dict[str, Any]:
     opponent (then each snapshot of the self-play pool), by the seat the policy played, its ``win``, ``draw`` and
     ``loss`` rates and its ``games``; ``eval_return_mean`` is then the policy's mean score against the first
     opponent over both seats. It adds ``elo`` too: every player's Elo rating (``"random"`` = 0, see
-    :class:`shell.games.Ratings`), the policy's under ``"policy"``."""
+    :class:`shell.games.Ratings`), the policy's under ``"policy"``. An OpenSpiel game whose exploitability was
+    measured adds ``nash_conv`` and ``exploitability`` (``run.exploitability``), and of a run with an average policy
+    ``average_nash_conv`` and ``average_exploitability``."""
     returns = outcome.returns
     return {
         "eval_return_mean": statistics.fmean(returns) if returns else None,
@@ -416,7 +455,14 @@ def eval_fields(outcome: EvalResult) -> dict[str, Any]:
             "eval_vs": {name: {seat: _outcomes(scores) for seat, scores in seats.items()}
                         for name, seats in outcome.returns_per_opponent.items()}}),
         **({} if outcome.ratings is None else {"elo": outcome.ratings}),
+        **_exploitability_fields("", outcome.exploitability),
+        **_exploitability_fields("average_", outcome.average_exploitability),
     }
+
+
+def _exploitability_fields(prefix: str, figure: Exploitability | None) -> dict[str, Any]:
+    return {} if figure is None else {f"{prefix}nash_conv": figure.nash_conv,
+                                      f"{prefix}exploitability": figure.exploitability}
 
 
 def _outcomes(scores: list[float]) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from gymnasium import spaces
 from torch import nn
 
 from shell.envs.masks import MASK_KEY, component_sizes, has_mask_key, mask_size, without_mask_key
-from shell.errors import ConfigError, ExportError, first_line
+from shell.errors import ConfigError, ExportError, first_line, said
 from shell.inference import Policy, load_agent, resolve_checkpoint
 from shell.installation import install_hint
 from shell.observations import ObsLayout, ObsPart, obs_layout
@@ -255,7 +255,7 @@ def _require_onnx() -> None:
         except ImportError:
             missing.append(name)
     if missing:
-        raise ConfigError(f"--format onnx needs {', '.join(missing)}; run: {install_hint('export')}")
+        raise ConfigError(f"{said('format', 'onnx')} needs {', '.join(missing)}; run: {install_hint('export')}")
 
 
 def _example(module: DeterministicPolicy, observation_space: gym.Space) -> tuple[torch.Tensor, ...]:
@@ -482,8 +482,8 @@ def export_lanes(target: str | Path, format: str = "onnx", out: str | Path | Non
     """
     checkpoint, lanes, config, state = _load_lanes(target, format, env)
     if out is not None and len(lanes) > 1:
-        raise ConfigError("--out names one file; a run with a policy per group of agents writes one per group "
-                          "beside the checkpoint (ckpt_<steps>.<group>.<format>)")
+        raise ConfigError(f"{said('out')} names one file; a run with a policy per group of agents writes one per "
+                          "group beside the checkpoint (ckpt_<steps>.<group>.<format>)")
     return {name: _export_lane(agent, name, checkpoint, config, state, format, out) for name, agent in lanes.items()}
 
 
@@ -508,10 +508,10 @@ def _export_lane(agent: Any, group: str | None, checkpoint: Path, config: Any, s
     if format == "onnx" and uses_bfloat16(precision, torch.device("cpu")) and any(
             part.kind == "image" for part in obs_layout(observation_space).parts.values()):
         raise ConfigError(f"policy.cnn_precision = {precision!r} computes in bfloat16 on this CPU: onnxruntime "
-                          "has no bfloat16 convolutions on the CPU; export with --format pt2")
+                          f"has no bfloat16 convolutions on the CPU; export with {said('format', 'pt2')}")
     path = Path(out) if out is not None else checkpoint.with_suffix(suffix)
     if path.is_dir():
-        raise ConfigError(f"--out {path} is a folder; name the file to write")
+        raise ConfigError(f"{said('out', path)} is a folder; name the file to write")
     module = DeterministicPolicy(agent, observation_space).eval()
     space = policy.action_space
     metadata = {

@@ -122,13 +122,17 @@ def build_agent(config: Config, device: torch.device, source: Any = None) -> tup
         env.close()
 
 
-def load_weights(agent: ActorCritic, state: dict[str, Any]) -> None:
-    """Load a checkpoint's parameters and buffers (``state["model"]``) into ``agent``.
+def load_weights(agent: ActorCritic, state: dict[str, Any], average: bool = False) -> None:
+    """Load a checkpoint's parameters and buffers (``state["model"]``; with ``average``, the average policy's,
+    ``state["average"]``: ``ppo.average_decay``) into ``agent``.
 
     Raises:
         ConfigError: the agent's observation or action space differs from the one the checkpoint
-            stores (an env other than the one the run was trained on).
+            stores (an env other than the one the run was trained on); ``average`` for a checkpoint without an
+            average policy.
     """
+    if average and "average" not in state:
+        raise ConfigError("the checkpoint holds no average policy: its run was trained without ppo.average_decay")
     stored = checkpoint_spaces(state)
     if stored is not None:
         for what, saved, have in zip(("observation", "action"), stored,
@@ -136,13 +140,13 @@ def load_weights(agent: ActorCritic, state: dict[str, Any]) -> None:
             if saved != have:
                 raise ConfigError(f"the env's {what} space {space_text(have, 48)} differs from the checkpoint's "
                                   f"{space_text(saved, 48)}; use the run's own env")
-    agent.load_state_dict(state["model"])
+    agent.load_state_dict(state["average" if average else "model"])
 
 
 def load_agent(target: str | Path, device: str | torch.device = "cpu",
-               env: Any = None) -> tuple[ActorCritic, Config, dict[str, Any]]:
+               env: Any = None, average: bool = False) -> tuple[ActorCritic, Config, dict[str, Any]]:
     """Load ``(agent, config, checkpoint state)`` from a run dir or checkpoint file, onto ``device``,
-    in eval mode.
+    in eval mode; with ``average``, the run's average policy (``ppo.average_decay``) as the agent.
 
     The agent is built from the spaces the checkpoint stores, without the env. ``env`` (a factory or
     a vector env) is needed only for a checkpoint that does not store them and whose run was
@@ -150,7 +154,7 @@ def load_agent(target: str | Path, device: str | torch.device = "cpu",
 
     Raises:
         ConfigError: a bad target; a missing, truncated or corrupt checkpoint; an old checkpoint of a
-            factory run without ``env``.
+            factory run without ``env``; ``average`` for a run without an average policy.
     """
     device = resolve_device(device) if isinstance(device, str) else device
     path, state = read_checkpoint(target, device)
@@ -163,7 +167,7 @@ def load_agent(target: str | Path, device: str | torch.device = "cpu",
     else:  # one policy per lane (group of agents), laid out as the Trainer's (shell/lanes.py)
         lanes = lane_spaces(*stored, (state.get("spaces") or {}).get("agents"))
         agent = lanes_policy({name: agent_for_spaces(*pair, config) for name, pair in lanes.items()}).to(device)
-    load_weights(agent, state)
+    load_weights(agent, state, average)
     agent.action_mask_source = state.get("action_mask")
     agent.eval()
     return agent, config, state
@@ -389,9 +393,11 @@ def _one_or_batch(shape: tuple[int, ...]) -> str:
     return f"{list(shape)} (one observation) or [{', '.join(['N', *map(str, shape)])}] (a batch)"
 
 
-def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any = None) -> Policy | AgentsPolicy:
+def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any = None,
+                average: bool = False) -> Policy | AgentsPolicy:
     """Load a run dir's newest checkpoint (or a named checkpoint) as a :class:`Policy` on ``device``; a
     multi-agent run's (``env.backend = "pettingzoo"``) as an :class:`AgentsPolicy` (agent dict -> action dict).
+    ``average``: the run's average policy instead (``ppo.average_decay``; ConfigError for a run without one).
 
     The env is not needed: the checkpoint stores its spaces. ``env`` (a factory or vector env of
     the same kind) serves only checkpoints written before they were stored, of runs trained on one.
@@ -400,7 +406,7 @@ def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any
         >>> policy = load_policy("runs/Pendulum-v1__s0__20260101-120000")
         >>> action = policy(env.reset()[0])
     """
-    agent, config, state = load_agent(target, device, env)
+    agent, config, state = load_agent(target, device, env, average)
     return policy_for(agent, (state.get("spaces") or {}).get("agents"), config.policy.agent_id)
 
 

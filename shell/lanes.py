@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 from gymnasium import spaces
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+import core
 from shell.checkpoint import space_to_data
 from shell.config import Config
 from shell.distributed import Dist
@@ -62,6 +64,11 @@ class Lane:
         self.reward_scaler = RewardScaler(config.ppo.gamma, config.env.normalize_reward,
                                           config.env.reward_clip).to(device)
         self.ent_coef = config.ppo.ent_coef if config.ppo.ent_coef is not None else default_ent_coef(agent.action_space)
+        if config.ppo.magnet_coef and not isinstance(agent.action_space, (spaces.Discrete, spaces.MultiDiscrete)):
+            where = "" if name is None else f" of group {name!r}"
+            raise ConfigError(f"ppo.magnet_coef = {config.ppo.magnet_coef} compares Categorical policies: it needs "
+                              f"Discrete or MultiDiscrete actions, and the action space{where} is "
+                              f"{agent.action_space}")
         dist.broadcast_parameters(agent)
         seq_len = (config.policy.seq_len or config.ppo.num_steps) if agent.recurrent else 0
         symmetry = None if config.ppo.symmetry is None else import_object(config.ppo.symmetry, "ppo.symmetry")
@@ -69,6 +76,12 @@ class Lane:
             raise ConfigError(f"ppo.symmetry = {config.ppo.symmetry!r} is an object of type "
                               f"{type(symmetry).__name__}, not a function of (obs, raw_actions, action_mask)")
         self.ppo = PPO(agent, config.ppo, self.ent_coef, generator, dist, seq_len, config.run.compile, symmetry)
+        #: ``ppo.average_decay``: the lane's average policy (``average.module``), an exponential moving average of
+        #: its weights after every update (None: none)
+        self.average: AveragedModel | None = None
+        if config.ppo.average_decay:
+            self.average = AveragedModel(agent, multi_avg_fn=get_ema_multi_avg_fn(config.ppo.average_decay),
+                                         use_buffers=False)
         # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
         state = agent.initial_state(1, device)
         # one storage row per env row: a multi-agent env's copies times the lane's agents
@@ -146,6 +159,33 @@ class Lanes:
         for lane in self.lanes.values():
             lane.ppo.set_learning_rate(lr)
 
+    def set_ent_coef(self, update: int, num_updates: int, end: float) -> None:
+        """``ppo.ent_coef_end``: each lane's entropy coefficient at ``update``, linear from its own (at update 0) to
+        ``end`` (at ``num_updates``)."""
+        for lane in self.lanes.values():
+            lane.ppo.ent_coef = core.linear_schedule(lane.ent_coef, end, update, num_updates)
+
+    def after_update(self, update: int, magnet_every: int) -> None:
+        """After every update each lane's average policy takes in its weights (``ppo.average_decay``; its buffers,
+        such as the observation statistics, are the policy's own); after every ``magnet_every``-th update each
+        lane's magnet becomes its policy (``ppo.magnet_every``)."""
+        for lane in self.lanes.values():
+            if lane.average is not None:
+                lane.average.update_parameters(lane.agent)
+                with torch.no_grad():
+                    for mine, theirs in zip(lane.average.module.buffers(), lane.agent.buffers(), strict=True):
+                        mine.copy_(theirs)
+        if magnet_every and update % magnet_every == 0:
+            for lane in self.lanes.values():
+                lane.ppo.refresh_magnet()
+
+    @property
+    def average(self) -> torch.nn.Module | None:
+        """The run's average policy (``ppo.average_decay``), laid out as :attr:`agent`; None without one."""
+        if any(lane.average is None for lane in self.lanes.values()):
+            return None
+        return lanes_policy({name: lane.average.module for name, lane in self.lanes.items()})
+
     def update(self, poll: Callable[[], None] | None = None
                ) -> tuple[dict[str, torch.Tensor], dict[str | None, dict[str, torch.Tensor]]]:
         """Each lane's PPO update on its rollout, in lane order.
@@ -173,17 +213,34 @@ class Lanes:
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
         """``model``, ``optimizer`` and ``reward_scaler`` as checkpoints hold them (see the module doc)."""
+        magnets = {name: lane.ppo.magnet.state_dict() for name, lane in self.lanes.items()
+                   if lane.ppo.magnet is not None}
+        magnet = {} if not magnets else {"magnet": next(iter(magnets.values())) if not self.several else magnets}
+        average = self.average
+        if average is not None:  # laid out as "model", so that a policy loads from it alike; and each lane's count
+            magnet.update(average=average.state_dict(),
+                          average_count={str(name): int(lane.average.n_averaged) for name, lane in self.lanes.items()})
         if not self.several:
             lane = next(iter(self.lanes.values()))
             return {"model": lane.agent.state_dict(), "optimizer": lane.ppo.optimizer.state_dict(),
-                    "reward_scaler": lane.reward_scaler.state_dict()}
+                    "reward_scaler": lane.reward_scaler.state_dict(), **magnet}
         return {"model": self.agent.state_dict(),
                 "optimizer": {name: lane.ppo.optimizer.state_dict() for name, lane in self.lanes.items()},
-                "reward_scaler": self._scalers().state_dict()}
+                "reward_scaler": self._scalers().state_dict(), **magnet}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The optimiser and reward-scaler state of :meth:`state_dict` (the weights load through
         :func:`shell.inference.load_weights`, which checks the spaces)."""
+        average = self.average
+        if average is not None and "average" in state:  # else (a run that had none) it starts at the next update
+            average.load_state_dict(state["average"])
+            for name, lane in self.lanes.items():
+                lane.average.n_averaged.fill_(state["average_count"][str(name)])
+        for name, lane in self.lanes.items():
+            if lane.ppo.magnet is not None:  # a checkpoint without one (written before it was set): the policy's
+                saved = state.get("magnet", {} if self.several else None)
+                saved = saved.get(name) if self.several else saved
+                lane.ppo.magnet.load_state_dict(lane.agent.state_dict() if saved is None else saved)
         if not self.several:
             lane = next(iter(self.lanes.values()))
             lane.ppo.optimizer.load_state_dict(state["optimizer"])

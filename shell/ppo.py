@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 from collections.abc import Callable
@@ -46,6 +47,11 @@ class PPO:
         #: ``ppo.value_norm``: the policy's running statistics of the returns (None without it)
         self.value_normalizer = agent.value_normalizer
         self._evaluate_kw = {"rpo_alpha": cfg.rpo_alpha} if cfg.rpo_alpha else {}
+        #: ``ppo.magnet_every``: the magnet policy, a frozen copy of the agent refreshed by :meth:`refresh_magnet`
+        #: (None: no magnet, or the uniform one of ``magnet_every = 0``)
+        self.magnet: nn.Module | None = None
+        if cfg.magnet_coef and cfg.magnet_every:
+            self.magnet = copy.deepcopy(agent).requires_grad_(False)
         #: ``ppo.symmetry``: the imported function that mirrors a minibatch (None: off)
         self.symmetry = symmetry
         #: ``run.compile``: the minibatch loss and the gradient clip through ``torch.compile`` (None: eager)
@@ -125,6 +131,22 @@ class PPO:
         mean, std = core.mean_std_from_sums(total[0], total[1], total[2])
         return core.normalize_advantages(advantages, mean=mean, std=std)
 
+    def refresh_magnet(self) -> None:
+        """``ppo.magnet_every``: the magnet becomes a copy of the current policy."""
+        self.magnet.load_state_dict(self.agent.state_dict())
+
+    def _magnet_kl(self, obs: Any, mask: torch.Tensor | None) -> torch.Tensor:
+        """``[B]`` KL from the policy to its magnet at each state (core.magnet_kl, summed over a MultiDiscrete
+        space's components): the magnet is the frozen copy, or the uniform policy over the legal actions."""
+        logits = self.agent.action_logits(obs)
+        if self.magnet is None:
+            magnet = [torch.zeros_like(part) for part in logits]
+        else:
+            with torch.no_grad():
+                magnet = self.magnet.action_logits(obs)
+        masks = [None] * len(logits) if mask is None else self.agent.actor._masks(mask, logits[0].shape[0])
+        return sum(core.magnet_kl(part, rho, m) for part, rho, m in zip(logits, magnet, masks, strict=True))
+
     def _minibatch_loss(self, obs: Any, raw_actions: torch.Tensor, mask: torch.Tensor | None,
                         log_probs: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
                         returns: torch.Tensor, normalize: bool, generator: torch.Generator | None,
@@ -136,13 +158,17 @@ class PPO:
         new_log_prob, entropy, new_value = self.agent.evaluate(obs, raw_actions, generator, mask,
                                                                **self._evaluate_kw,
                                                                **({} if draws is None else {"draws": draws}))
-        return self._losses(new_log_prob, entropy, new_value, mask, log_probs, values, advantages, returns, normalize)
+        magnet = self._magnet_kl(obs, mask) if self.cfg.magnet_coef else None
+        return self._losses(new_log_prob, entropy, new_value, mask, log_probs, values, advantages, returns, normalize,
+                            magnet)
 
     def _losses(self, new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch.Tensor,
                 mask: torch.Tensor | None, log_probs: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
-                returns: torch.Tensor, normalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                returns: torch.Tensor, normalize: bool, magnet: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         """The PPO loss of one minibatch (all ``[B]``) and its detached metrics
-        ``[policy_loss, value_loss, entropy, approx_kl, clipfrac]``."""
+        ``[policy_loss, value_loss, entropy, approx_kl, clipfrac]``; ``magnet`` (``[B]``, ``ppo.magnet_coef``) is
+        each state's KL from the policy to its magnet, whose mean times ``magnet_coef`` joins the loss."""
         cfg = self.cfg
         if normalize:
             advantages = self._normalize(advantages)
@@ -158,6 +184,8 @@ class PPO:
             # legal, so an all-true mask gives the unmasked loss bit for bit
             bonus = (entropy * self.agent.entropy_weight(mask)).mean()
         loss = pg_loss + cfg.vf_coef * v_loss - self.ent_coef * bonus
+        if magnet is not None:
+            loss = loss + cfg.magnet_coef * magnet.mean()
         with torch.no_grad():
             kl = core.approx_kl(new_log_prob, log_probs)
             clipfrac = core.clip_fraction(new_log_prob, log_probs, cfg.clip_coef)

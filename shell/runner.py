@@ -24,11 +24,12 @@ from shell.config import Config, dump_toml
 from shell.devices import resolve_device
 from shell.distributed import Dist, RankLost
 from shell.envs import Rows, check_eval_env, env_package_versions, make_lanes, masks
-from shell.errors import ConfigError, TrainingError
+from shell.errors import ConfigError, TrainingError, said
 from shell.evaluation import EvalResult, EvalSpec, eval_fields, evaluate, resolve_opponents
 from shell.faults import kill_point
 from shell.files import new_run_folder
 from shell.games import OpponentPool, PoolEnv, Ratings, check_selfplay
+from shell.games.exploitability import AVERAGE_FIELDS, EXPLOITABILITY_FIELDS, measures_exploitability
 from shell.inference import load_weights, policy_for
 from shell.installation import git_state, package_version
 from shell.lanes import LANE_METRICS, Lanes
@@ -49,8 +50,8 @@ def prepare_run_dir(run_dir: Path | None, config: Config) -> Path:
     """Create the run dir; a non-empty existing one is refused (ConfigError)."""
     path = Path(run_dir) if run_dir is not None else default_run_dir(config)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise ConfigError(f"--run-dir {path} exists and is not empty; use --resume {path} to continue it, "
-                          "or pick a new folder")
+        raise ConfigError(f"{said('run_dir', path)} exists and is not empty; continue it with "
+                          f"{said('resume', path)}, or pick a new folder")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -141,6 +142,8 @@ class Trainer:
         self.agent = self.lanes.agent  # the run's policy, as checkpoints hold it
         #: a turn-based game's players rated at every evaluation (metrics.csv's ``elo``); nothing for other envs
         self.ratings = Ratings(self.env.lanes, config.run.seed, config.run.seed_scheme)
+        #: ``run.exploitability``: an OpenSpiel game's evaluations measure the policy's exact exploitability
+        self.exploitability = self.dist.is_main and measures_exploitability(config)
         self.spaces = self.lanes.spaces
         self.checkpoints = Checkpointer(self.run_dir, config.run.keep_checkpoints, self.dist.is_main)
         self.update = 0
@@ -166,6 +169,7 @@ class Trainer:
             "model": lanes["model"],
             "optimizer": lanes["optimizer"],
             "reward_scaler": lanes["reward_scaler"],
+            **{key: lanes[key] for key in ("magnet", "average", "average_count") if key in lanes},
             **({} if self.pool is None else {"selfplay": self.pool.state_dict()}),
             "update": self.update,
             "env_steps": self.env_steps,
@@ -269,7 +273,7 @@ class Trainer:
                 the message says where the last good checkpoint is.
         """
         cfg, main = self.config, self.dist.is_main
-        fields = CSV_FIELDS + self.ratings.fields
+        fields = CSV_FIELDS + self.ratings.fields + self._exploitability_fields()
         logs = _RunFiles(self.run_dir, self.update, self.lanes.reported, fields) if main else None
         progress = tqdm(total=self.num_updates * cfg.batch_size * self.dist.world_size, initial=self.env_steps,
                         unit="step", file=sys.stderr, dynamic_ncols=True, mininterval=0.5, desc=cfg.env.id,
@@ -308,6 +312,7 @@ class Trainer:
                 rows, episodes = self.collect(rows)
                 values, lane_values = self._update_and_check(episodes)
                 self.update += 1
+                self.lanes.after_update(self.update, cfg.ppo.magnet_every)
                 if self.pool is not None:
                     self.pool.after_update(self.update)
                 self.env_steps += step_batch
@@ -317,9 +322,8 @@ class Trainer:
                 eval_due = bool(cfg.run.eval_every) and self.update % cfg.run.eval_every == 0 \
                     and self.update < self.num_updates
                 if eval_due:
-                    eval_mean, ratings = self._periodic_eval()
-                    pending["eval_return"] = "" if eval_mean is None else eval_mean
-                    pending.update(self.ratings.columns(ratings))
+                    outcome = self._periodic_eval()
+                    pending.update(self._eval_columns(outcome))
                     start = time.perf_counter() - self.train_seconds  # evaluation time is not training time
                 # -- log, callbacks, checkpoint
                 row, pending = pending, None
@@ -353,7 +357,7 @@ class Trainer:
             self.env.close()
         if self._signal is not None and self.dist.is_main:  # after the progress bar's last line
             print(f"interrupted by {signal.Signals(self._signal).name}: checkpoint saved to {checkpoint}; "
-                  f"continue with --resume {self.run_dir}", file=sys.stderr)
+                  f"continue with {said('resume', self.run_dir)}", file=sys.stderr)
         return self._write_summary(outcome, checkpoint), checkpoint
 
     def _row(self, lr: float, values: dict[str, Any], lane_values: dict[str, dict]) -> dict[str, Any]:
@@ -362,7 +366,27 @@ class Trainer:
             self.recent_return = values["episodic_return"]
         return {"update": self.update, "env_steps": self.env_steps, "seconds": round(self.train_seconds, 3),
                 "sps": round(self.env_steps / self.train_seconds, 1), "learning_rate": lr, **values,
-                "eval_return": "", **self.ratings.columns(None), **_lane_keys(lane_values)}
+                **self._eval_columns(None), **_lane_keys(lane_values)}
+
+    def _eval_columns(self, outcome: EvalResult | None) -> dict[str, Any]:
+        """The row's evaluation columns: ``eval_return``, a game's ``elo`` and an OpenSpiel game's ``nash_conv``
+        and ``exploitability`` (``""`` in an update without an evaluation: ``outcome`` None)."""
+        mean = None if outcome is None or not outcome.returns else sum(outcome.returns) / len(outcome.returns)
+        figures = {} if outcome is None else {"": outcome.exploitability, "average_": outcome.average_exploitability}
+        exploitability = {}
+        for field in self._exploitability_fields():  # nash_conv, exploitability, and the average policy's
+            prefix = "average_" if field.startswith("average_") else ""
+            value = getattr(figures.get(prefix), field.removeprefix(prefix), None)
+            exploitability[field] = "" if value is None else value
+        return {"eval_return": "" if mean is None else mean,
+                **self.ratings.columns(None if outcome is None else outcome.ratings), **exploitability}
+
+    def _exploitability_fields(self) -> tuple[str, ...]:
+        """metrics.csv's columns of the exact exploitability: the policy's, and its average's
+        (``ppo.average_decay``); none without ``run.exploitability``."""
+        if not self.exploitability:
+            return ()
+        return EXPLOITABILITY_FIELDS + (AVERAGE_FIELDS if self.lanes.average is not None else ())
 
     def _show(self, progress: tqdm, row: dict[str, Any], step_batch: int) -> None:
         """Advance the progress bar by an update; the last update's line is drawn once, by the bar's close."""
@@ -393,8 +417,11 @@ class Trainer:
         return rows
 
     def _learning_rate(self) -> float:
-        """This update's learning rate (annealed linearly to 0 with ``ppo.anneal_lr``), set on every lane."""
+        """This update's learning rate (annealed linearly to 0 with ``ppo.anneal_lr``), set on every lane, and its
+        entropy coefficient (``ppo.ent_coef_end``)."""
         cfg = self.config.ppo
+        if cfg.ent_coef_end is not None:  # the entropy coefficient's schedule, beside the learning rate's
+            self.lanes.set_ent_coef(self.update, self.num_updates, cfg.ent_coef_end)
         if not cfg.anneal_lr:
             return cfg.learning_rate
         lr = core.linear_schedule(cfg.learning_rate, 0.0, self.update, self.num_updates)
@@ -448,21 +475,21 @@ class Trainer:
         """Evaluate the deterministic policy (rank 0) on the run's evaluation envs; in a turn-based game against
         the self-play pool's snapshots too, rating them (:func:`shell.evaluation.evaluate`)."""
         spec = EvalSpec.of_run(self.config, source=self.eval_source, wrappers=self.eval_env_changes.wrappers(),
-                               snapshots={} if self.pool is None else self.pool.players())
+                               snapshots={} if self.pool is None else self.pool.players(),
+                               exploitability=self.exploitability, average=self.lanes.average)
         return evaluate(self.agent, spec, self.device, stop, on_step=lambda: kill_point("eval", self.update),
                         ratings=self.ratings)
 
-    def _periodic_eval(self) -> tuple[float | None, dict[str, float | None] | None]:
-        """Evaluate the deterministic policy (rank 0; None on the others); track the best mean. Returns the mean
-        and, in a turn-based game, every player's Elo rating."""
+    def _periodic_eval(self) -> EvalResult | None:
+        """Evaluate the deterministic policy (rank 0; None on the others); track the best mean."""
         if not self.dist.is_main:
-            return None, None
+            return None
         # under torchrun the other ranks wait in the checkpoint's collective: stop at the next update instead
         outcome = self._evaluate(None if self.dist.enabled else self.stop)
         mean = sum(outcome.returns) / len(outcome.returns)
         if self.best_eval is None or mean > self.best_eval:
             self.best_eval = mean
-        return mean, outcome.ratings
+        return outcome
 
     def _write_summary(self, outcome: EvalResult | None, checkpoint: Path | None) -> dict[str, Any]:
         cfg = self.config

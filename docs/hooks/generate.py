@@ -392,6 +392,10 @@ FIELD_MEANINGS = {
                "`draw` and `loss` rates and its `games` ([Turn-based games](../guides/turn-based.md))",
     "elo": "turn-based games: the Elo rating of each rated player (`random` = 0, the bots, the pool's "
            "snapshots and `policy`) ([Turn-based games](../guides/turn-based.md))",
+    "nash_conv": "OpenSpiel games: the policy's exact NashConv (`run.exploitability`; "
+                 "[OpenSpiel games](../guides/turn-based.md#openspiel-games-and-exact-exploitability))",
+    "exploitability": "OpenSpiel games: NashConv / 2 in a zero-sum game, what a best responder gains on average "
+                      "over the seats (0 at a Nash equilibrium)",
     "run_dir": "the run's folder",
     "checkpoint": "the final checkpoint (`null` when none was written)",
     "world_size": "processes under torchrun (1 without)",

@@ -6,6 +6,9 @@
 - the benchmarks section is read where it is, in bench/ (not copied into docs/): bench/RESULTS.md, the
   results, as benchmarks/index.md; bench/BENCHMARKS.md, the dated log, as benchmarks/log.md; the charts
   and the raw files the results link (bench/results/**/*.png, *.json, *.jsonl) under benchmarks/results/;
+- a page links a file where it is in the repository (a guide: ``../../bench/RESULTS.md``), so that the link
+  works on disk and on GitHub (tests/docs/test_links.py); a link to a file the site shows elsewhere is rewritten
+  to its place on the site (``../benchmarks/``), in the benchmarks pages too (``BENCHMARKS.md``: ``log.md``);
 - ``<!-- cli-help: COMMAND -->`` becomes that command's ``--help`` text;
 - ``<!-- not-run: REASON -->`` before a code block, a note for the people who write the pages, is left
   out of the site;
@@ -22,6 +25,7 @@
 from __future__ import annotations
 
 import html
+import posixpath
 import re
 from pathlib import Path
 
@@ -79,11 +83,33 @@ def on_files(files, config, **_):
     return files
 
 
-def on_page_markdown(markdown, page, **_):
-    if page.file.src_uri == "benchmarks/index.md":  # in bench/, the log is BENCHMARKS.md beside it
-        markdown = markdown.replace("](BENCHMARKS.md", "](log.md")
-    if page.file.src_uri == "benchmarks/log.md":  # and the results RESULTS.md
-        markdown = markdown.replace("](RESULTS.md", "](index.md")
+LINK_TARGET = re.compile(r"(?P<head>\]\(\s*<?)(?P<path>[^)\s>#]+)")
+SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def _site_links(markdown: str, page, files) -> str:
+    """Links to a file where it is in the repository, as the page sits in the repository (a guide's
+    ``../../bench/BENCHMARKS.md``, the results' ``BENCHMARKS.md``), rewritten to that file's place on the
+    site (``../benchmarks/log.md``, ``log.md``): the source links work on disk and on GitHub
+    (tests/docs/test_links.py), the site's links on the site."""
+    on_site = {Path(f.abs_src_path).resolve(): f.src_uri for f in files if f.abs_src_path}
+    here = Path(page.file.abs_src_path).parent
+    folder = posixpath.dirname(page.file.src_uri)
+
+    def link(match: re.Match) -> str:
+        path = match.group("path")
+        if SCHEME.match(path) or path.startswith("/"):
+            return match.group(0)
+        uri = on_site.get((here / path).resolve())
+        if uri is None or posixpath.normpath(posixpath.join(folder, path)) == uri:
+            return match.group(0)
+        return match.group("head") + posixpath.relpath(uri, folder or ".")
+
+    return LINK_TARGET.sub(link, markdown)
+
+
+def on_page_markdown(markdown, page, files, **_):
+    markdown = _site_links(markdown, page, files)
     return render_not_run(render_cli_help(render_default_space(markdown)))
 
 

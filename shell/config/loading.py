@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import shlex
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ import attrs
 import tomllib
 
 from shell.config.schema import SECTIONS, TUNE_SECTION, Config
-from shell.errors import ConfigError
+from shell.errors import ConfigError, said
 from shell.installation import CONFIG_DIR
 
 
@@ -135,7 +134,8 @@ def resolve_config_path(name: str) -> Path:
     data, so from any folder and any install); ``.toml`` may be left out. A path the user gives wins.
 
     Raises:
-        ConfigError: if no such file exists (the message points to ``ppo-core configs``).
+        ConfigError: if no such file exists (the message points to ``ppo-core configs``, or from Python
+            to ``shell.config.shipped_configs()``).
     """
     candidates = [Path(name), CONFIG_DIR / name]
     if not name.endswith(".toml"):
@@ -146,7 +146,7 @@ def resolve_config_path(name: str) -> Path:
     close = difflib.get_close_matches(Path(name).stem, shipped_configs(), n=1, cutoff=0.7)
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise ConfigError(f"config file {name!r} not found here or among the shipped configs; {hint}"
-                      "list them with: ppo-core configs")
+                      f"list them with: {said('configs')}")
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -203,13 +203,13 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
             wrong type for its key.
     """
     path, sep, raw = text.partition("=")
-    usage = "section.key=value, e.g. --set ppo.gamma=0.99"
+    usage = f"section.key=value, e.g. {said('set_entry', 'ppo.gamma=0.99')}"
     if not sep:
-        raise ConfigError(f"--set {text!r}: expected {usage}")
+        raise ConfigError(f"{said('set', text)}: expected {usage}")
     try:
         section, key, sub = split_key(path, usage)
     except ConfigError as exc:
-        raise ConfigError(f"--set {text!r}: {exc}") from None
+        raise ConfigError(f"{said('set', text)}: {exc}") from None
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -218,9 +218,9 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
         try:
             _check_type(f"{section}.{key}", value, typing.get_type_hints(SECTIONS[section])[key])
         except ConfigError as exc:
-            message = f"--set {text!r}: {exc}; {_toml_hint(section, key, raw)}"
+            message = f"{said('set', text)}: {exc}; {_toml_hint(section, key, raw)}"
             if len(message) > MAX_MESSAGE:  # the example would make a long line longer: the advice alone
-                message = f"--set {text!r}: {exc}; write it as TOML"
+                message = f"{said('set', text)}: {exc}; write it as TOML"
             raise ConfigError(message) from None
     return section, key, sub, value
 
@@ -285,7 +285,7 @@ def _toml_hint(section: str, key: str, raw: str) -> str:
         return value is not None
 
     def spelled(value: Any) -> str:
-        return "--set " + shlex.quote(f"{section}.{key}={toml_value(value)}")
+        return said("set_entry", f"{section}.{key}={toml_value(value)}")
 
     reading = _reading(raw, annotation)
     if valid(reading):

@@ -292,6 +292,21 @@ class PPOConfig:
     ent_coef: float | None = _field(
         None, "Entropy bonus; absent = 0 for Box actions, normalized_entropy_coef(n) for Discrete(n).",
         _range(0.0))
+    ent_coef_end: float | None = _field(
+        None, "Anneal the entropy coefficient linearly from ent_coef (at the first update) to this (at the last); "
+              "absent = a fixed coefficient.", _range(0.0))
+    magnet_coef: float = _field(
+        0.0, "Magnetic mirror descent (Sokota et al. 2023): the mean over the minibatch of KL(pi(.|s) || rho(.|s)) "
+             "from the policy to a magnet policy rho, times this, joins the loss (Discrete and MultiDiscrete "
+             "actions, feed-forward policies; 0 = off).", _range(0.0))
+    magnet_every: int = _field(
+        0, "With magnet_coef: the magnet becomes a copy of the policy every this many updates (it starts as the "
+           "initial policy); 0 = the uniform policy over the legal actions, never refreshed.", _range(0))
+    average_decay: float = _field(
+        0.0, "Keep an average policy beside the policy: after every update each of its weights becomes decay * its "
+             "own + (1 - decay) * the policy's (an exponential moving average; the first update copies). Saved in "
+             "checkpoints; load_policy(run, average=True) returns it, and an OpenSpiel game's evaluations measure "
+             "its exploitability too (0 = none).", _range(0.0, 1.0, hi_open=True))
     vf_coef: float = _field(0.5, "Value-loss coefficient.", _range(0.0))
     max_grad_norm: float = _field(0.5, "Global gradient-norm clip.", _range(0.0, lo_open=True))
     norm_adv: bool = _field(True, "Normalise advantages per minibatch.")
@@ -338,6 +353,11 @@ class RunConfig:
         ["random"], "Turn-based games: who the policy plays in each seat at evaluation; \"random\" (uniform over "
         "legal moves) or a bot \"module:function\" taking (observation, action_mask) and returning an action. "
         "eval_return_mean is the mean score against the first, over both seats.", _opponents)
+    exploitability: bool | None = _field(
+        None, "OpenSpiel games: the policy's exact NashConv and exploitability (from its action probabilities at "
+              "every information state) at every evaluation: metrics.csv columns, summary and eval.json fields. "
+              "Absent = on for games of at most 200,000 information states (shell.games.exploitability."
+              "MAX_INFORMATION_STATES); true = required (a larger game is refused); false = off.")
     checkpoint_every: int = _field(10, "Write a checkpoint every this many updates (0 = only at the end).",
                                    _range(0))
     keep_checkpoints: int = _field(3, "Keep this many most recent checkpoints, plus best.pt.", _range(1))
@@ -441,6 +461,19 @@ class Config:
         if self.ppo.desired_kl is not None and self.ppo.anneal_lr:
             raise ConfigError(f"ppo.desired_kl = {self.ppo.desired_kl} sets the learning rate from the KL; it cannot "
                               "be combined with ppo.anneal_lr = true")
+        if self.run.exploitability and self.env.backend != "openspiel":
+            raise ConfigError(f"run.exploitability = true measures an OpenSpiel game (env.backend = 'openspiel'); "
+                              f"{self.env.id!r} is on env.backend = {self.env.backend!r}")
+        if self.run.exploitability and self.policy.recurrent != "none":
+            raise ConfigError("run.exploitability = true reads the policy at each information state alone; a "
+                              f"recurrent policy (policy.recurrent = {self.policy.recurrent!r}) is not served")
+        if self.ppo.magnet_coef and self.policy.recurrent != "none":
+            raise ConfigError(f"ppo.magnet_coef = {self.ppo.magnet_coef} compares the policy with its magnet state by "
+                              f"state; a recurrent policy (policy.recurrent = {self.policy.recurrent!r}) is not "
+                              "served: leave one out")
+        if self.ppo.magnet_every and not self.ppo.magnet_coef:
+            raise ConfigError(f"ppo.magnet_every = {self.ppo.magnet_every} refreshes a magnet that ppo.magnet_coef = "
+                              "0 leaves out: set magnet_coef > 0, or leave magnet_every out")
         if self.ppo.symmetry is not None and self.policy.recurrent != "none":
             raise ConfigError(f"ppo.symmetry = {self.ppo.symmetry!r} mirrors single steps; a recurrent policy "
                               f"(policy.recurrent = {self.policy.recurrent!r}) trains on sequences: leave one out")

@@ -20,7 +20,7 @@ from shell.config import EnvConfig, PolicyConfig
 from shell.envs.base import backend_error, refuse_shares, refuse_wrappers
 from shell.envs.envpool_import import envpool_registration
 from shell.envs.gymnasium import GymVecEnv
-from shell.errors import ConfigError
+from shell.errors import ConfigError, said
 from shell.installation import install_hint
 from shell.seeding import ResetSeed, base_seed
 
@@ -80,7 +80,7 @@ def _check_envpool_options(kwargs: dict[str, Any], num_envs: int) -> None:
     """
     if "seed" in kwargs:
         raise ConfigError("env.kwargs.seed: the envpool backend seeds its pool from run.seed (by run.seed_scheme, "
-                          "as on the other backends); drop it and use --seed")
+                          f"as on the other backends); drop it and pass {said('seed', 'N')}")
     for key, low in (("num_threads", 0), ("thread_affinity_offset", -1)):
         value = kwargs.get(key, low)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

@@ -61,7 +61,7 @@ from shell.envs.base import (
     source_name,
 )
 from shell.envs.groups import check_groups, default_groups
-from shell.errors import ConfigError, TrainingError, clipped, first_line
+from shell.errors import ConfigError, TrainingError, clipped, first_line, said
 from shell.installation import install_hint
 from shell.observations import ACTOR_KEY, CRITIC_KEY, obs_layout
 from shell.seeding import ResetSeed, base_seed
@@ -153,8 +153,8 @@ def _start_display() -> subprocess.Popen | None:
         return None
     xvfb = shutil.which("Xvfb")
     if xvfb is None:
-        raise ConfigError("rendering env.backend = 'vmas' (--video) needs an X display: VMAS draws through pyglet, "
-                          "and $DISPLAY is not set and Xvfb is not installed (Debian: apt-get install xvfb)")
+        raise ConfigError(f"rendering env.backend = 'vmas' ({said('video')}) needs an X display: VMAS draws through "
+                          "pyglet, and $DISPLAY is not set and Xvfb is not installed (Debian: apt-get install xvfb)")
     read, write = os.pipe()
     proc = subprocess.Popen([xvfb, "-displayfd", str(write), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
                             pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -164,7 +164,7 @@ def _start_display() -> subprocess.Popen | None:
     if not number.isdigit():
         proc.kill()
         proc.wait()
-        raise ConfigError("rendering env.backend = 'vmas' (--video) needs an X display: Xvfb did not start")
+        raise ConfigError(f"rendering env.backend = 'vmas' ({said('video')}) needs an X display: Xvfb did not start")
     os.environ["DISPLAY"] = f":{number}"
     return proc
 

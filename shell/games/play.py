@@ -1,6 +1,8 @@
-"""``ppo-core play RUN``: play a turn-based game against a trained agent in the terminal.
+"""``ppo-core play RUN``: play a turn-based game against a trained agent in the terminal (from Python:
+:func:`shell.api.play`).
 
-The game is the run's own (``env.id``, built as PettingZoo's AEC env: :func:`shell.envs.make_game`),
+The game is the run's own (``env.id``, built as PettingZoo's AEC env: :func:`shell.envs.make_game`; or, for a run
+trained on a factory of the game, that factory's),
 the agent the run's deterministic policy (:func:`shell.inference.policy_for`, as ``load_policy`` gives it). The
 board is printed from the observation planes (:func:`board_text`), your moves are read from a text stream. A game
 that writes a seat's view itself (an OpenSpiel game's ``information_text``: your own information state, never the
@@ -17,7 +19,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from shell.envs import make_game
-from shell.errors import ConfigError
+from shell.errors import ConfigError, said
 from shell.inference import load_agent, policy_for, require_env
 
 __all__ = ["board_text", "play"]
@@ -57,9 +59,14 @@ def board_text(observation: Any, action_mask: Any = None) -> str:
 
 
 def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin: TextIO | None = None,
-         out: Callable[[str], None] = print, seed: int | None = None) -> dict[str, Any]:
+         out: Callable[[str], None] = print, seed: int | None = None,
+         env: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Play one game against a run's trained agent: you move in ``seat`` (a seat's name or index; default the
     first), the agent in every other seat.
+
+    The game is made by ``env``, a factory of the run's turn-based game (a ``Callable[[], pettingzoo.AECEnv]``,
+    as ``shell.train(config, env=factory)`` took it), else from the run's config (``env.id``); a run trained on a
+    factory needs it.
 
     Before each of your moves the board is printed (:func:`board_text`, from your observation) with your legal
     moves; a line of ``stdin`` is your move, and an illegal or unreadable one is refused with the legal list and
@@ -71,16 +78,21 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
         ``stdin`` ended before the game, ``"result": "unfinished"``.
 
     Raises:
-        ConfigError: a bad target; a run that is not of a turn-based game, or was trained on a factory (its
-            config cannot rebuild the game); an unknown seat.
+        ConfigError: a bad target; a run that is not of a turn-based game, or was trained on a factory and no
+            ``env`` is given (its config cannot rebuild the game); an ``env`` that does not make a turn-based game;
+            an unknown seat.
     """
     import sys
 
     stdin = sys.stdin if stdin is None else stdin
+    if env is not None and not callable(env):
+        raise ConfigError(f"env must be a factory of the run's game (a Callable[[], pettingzoo.AECEnv]), not "
+                          f"{type(env).__name__}")
     agent, config, state = load_agent(target, device)
-    require_env(target, state, None, "play it from Python: shell.load_policy gives its policy of {agent: obs}")
+    require_env(target, state, env, f"play it from Python with the factory of its game: shell.play("
+                                     f"{str(target)!r}, env=<game factory>)")
     agents = (state.get("spaces") or {}).get("agents")
-    game = make_game(config.env) if agents else None
+    game = (_game_of(env) if env is not None else make_game(config.env)) if agents else None
     if game is None:
         raise ConfigError(f"play serves runs of turn-based PettingZoo games; {target} is a run of {config.env.id!r}")
     try:
@@ -98,8 +110,9 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
                 continue
             info_mask = _info_mask(info)
             if mover == you:
+                shown = info_mask if info_mask is not None or not isinstance(obs, dict) else obs.get("action_mask")
                 move = _your_move(obs, int(game.action_space(you).n), stdin, out, you, info_mask,
-                                  _seat_view(game, you, obs, info_mask))
+                                  _seat_view(game, you, obs, shown))  # the board numbers the free squares
                 if move is None:
                     out(json.dumps({"seat": you, "score": score, "result": "unfinished", "moves": moves}))
                     return {"seat": you, "score": score, "result": "unfinished", "moves": moves}
@@ -119,6 +132,22 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
         game.close()
 
 
+def _game_of(factory: Callable[[], Any]) -> Any:
+    """The turn-based game ``factory()`` makes (PettingZoo's AEC env, as :func:`shell.envs.make_game` gives one).
+
+    Raises:
+        ConfigError: it makes something else (a parallel env).
+    """
+    game = factory()
+    if not callable(getattr(game, "agent_iter", None)):
+        close = getattr(game, "close", None)
+        if callable(close):
+            close()
+        raise ConfigError(f"env makes a {type(game).__name__}, not a turn-based game (a PettingZoo AECEnv): play "
+                          "serves turn-based games")
+    return game
+
+
 def _seat(seat: str | None, seats: list[str]) -> str:
     """The seat named (or numbered) ``seat``; the first when None. ConfigError for another."""
     if seat is None:
@@ -127,7 +156,7 @@ def _seat(seat: str | None, seats: list[str]) -> str:
         return seat
     if seat.isdigit() and int(seat) < len(seats):
         return seats[int(seat)]
-    raise ConfigError(f"--seat {seat!r} is not a seat of this game; pick one of {seats} (or its index)")
+    raise ConfigError(f"{said('seat', seat)} is not a seat of this game; pick one of {seats} (or its index)")
 
 
 def _your_move(obs: Any, n: int, stdin: TextIO, out: Callable[[str], None], you: str,

@@ -196,6 +196,18 @@ class ActorCritic(nn.Module):
         actor, _, state = self._sequence_features(obs, state, episode_start.unsqueeze(0), critic=False)
         return self._head_probs(actor, action_mask), state
 
+    def action_logits(self, obs: Obs) -> list[torch.Tensor]:
+        """Normalised observations ``[B, ...]`` -> the Categorical head's logits, one ``[B, n_k]`` tensor per component
+        (one for Discrete, K for MultiDiscrete), with grad: what ``ppo.magnet_coef`` compares with the magnet's.
+
+        Raises:
+            ValueError: an action space without a Categorical head (Box, MultiBinary), or a recurrent policy.
+        """
+        if self.recurrent or not hasattr(self.actor, "nvec"):
+            raise ValueError(f"action_logits needs a feed-forward policy of Discrete or MultiDiscrete actions; this "
+                             f"one is {'recurrent' if self.recurrent else space_text(self.action_space)}")
+        return self.actor._logits(self.encoder(obs))
+
     def value(self, obs: Obs) -> torch.Tensor:
         """Observations -> ``[N]`` values (in return units)."""
         encoder = self.encoder if self.critic_encoder is None else self.critic_encoder

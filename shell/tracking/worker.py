@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shell.errors import first_line
+from shell.errors import first_line, said
 from shell.tracking.base import FINISHED, Logger, RunEnd, RunStart, numeric, warn
 
 QUEUE_SIZE = 256  # tasks (one per checkpoint, plus opening and finishing)
@@ -102,7 +102,7 @@ class QueuedTracker(Logger):
     def _fail(self, why: str) -> None:
         if not self._failed.is_set():
             self._failed.set()
-            warn(f"{why}; the run goes on without {self.name} (metrics.csv is complete; --resume sends the "
+            warn(f"{why}; the run goes on without {self.name} (metrics.csv is complete; {said('resume')} sends the "
                  "checkpointed rows it lacks)")
 
     # ---------------------------------------------------------------- the training thread

@@ -56,7 +56,8 @@ Modules (each imports only those above it):
 - :mod:`shell.tune.space`: the search space, ``[tune.space]`` parsed and checked; ``DEFAULT_SPACE``.
 - :mod:`shell.tune.settings`: the command's input resolved into ``Settings``; a trial's config.
 - :mod:`shell.tune.study`: Optuna's storage, the study, its pruner and sampler, counting trials, the file
-  lock; all use of Optuna's private API and of raw SQL.
+  lock; all use of Optuna's private API and of raw SQL; ``best_params``, a study's best parameters as config
+  values (Optuna's own ``study.best_params`` gives a choice of lists as its JSON text).
 - :mod:`shell.tune.outputs`: ``trials.csv``, ``best.toml``, the plots and the command's summary.
 - :mod:`shell.tune.worker`: a worker process and its trials (``run_worker``).
 - :mod:`shell.tune.parent`: the ``tune`` command, the parent that starts the workers and waits.
@@ -65,8 +66,8 @@ Modules (each imports only those above it):
 from shell.tune.parent import tune
 from shell.tune.settings import Settings, resolve_settings, trial_config
 from shell.tune.space import DEFAULT_SPACE, parse_space
-from shell.tune.study import _fail_unborn_trials, _is_surplus, _pruner, open_storage
+from shell.tune.study import _fail_unborn_trials, _is_surplus, _pruner, best_params, open_storage
 from shell.tune.worker import NO_HEARTBEAT, SURPLUS, run_worker
 
 __all__ = ["DEFAULT_SPACE", "NO_HEARTBEAT", "SURPLUS", "Settings", "_fail_unborn_trials", "_is_surplus", "_pruner",
-           "open_storage", "parse_space", "resolve_settings", "run_worker", "trial_config", "tune"]
+           "best_params", "open_storage", "parse_space", "resolve_settings", "run_worker", "trial_config", "tune"]

@@ -172,6 +172,14 @@ def _check_param(param: Param) -> None:
             raise ConfigError(f"{where}: {exc}") from None
 
 
+def decode_params(space: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The config values of a trial's parameters as Optuna stores them (``trial.params``: a choice of lists or
+    tables as its JSON text), given the space as a study saves it (``{key: Param.to_spec()}``). Not checked
+    against the config's schema, so an old study still reads; a key the space lacks is kept as Optuna has it."""
+    parsed = {key: _parse_param(key, spec) for key, spec in space.items()}
+    return {key: parsed[key].decode(value) if key in parsed else value for key, value in params.items()}
+
+
 def parse_space(table: Any, source: str) -> list[Param]:
     """The search space of a ``[tune.space]`` table: ``section.key = { kind = ... }`` per key.
 

@@ -47,6 +47,7 @@ from typing import Any
 from shell.errors import ConfigError
 from shell.installation import install_hint
 from shell.tune.settings import Settings
+from shell.tune.space import decode_params
 
 
 def _optuna():
@@ -270,6 +271,10 @@ def _counted(counts: dict[str, int]) -> int:
     return counts["COMPLETE"] + counts["PRUNED"]
 
 
+IDENTITY_ATTR = "ppo_core_tune"
+"""The study's user attribute that holds its settings (``Settings.identity()``: config, space, seeds, evals)."""
+
+
 def load_study(settings: Settings, heartbeat: bool = False) -> Any:
     """Create the study or load it; a study made with other settings (config, space, seeds) is refused.
 
@@ -289,9 +294,9 @@ def load_study(settings: Settings, heartbeat: bool = False) -> Any:
         raise ConfigError(f"study {settings.study!r} in {masked(settings.storage)} minimises; "
                           "tune maximises the eval return: pick another --study")
     identity = json.loads(json.dumps(settings.identity()))
-    saved = study.user_attrs.get("ppo_core_tune")
+    saved = study.user_attrs.get(IDENTITY_ATTR)
     if saved is None:
-        study.set_user_attr("ppo_core_tune", identity)
+        study.set_user_attr(IDENTITY_ATTR, identity)
     elif saved != identity:
         differ = [k for k in identity if saved.get(k) != identity[k]]
         detail = ""
@@ -303,6 +308,27 @@ def load_study(settings: Settings, heartbeat: bool = False) -> Any:
                           f"{' and '.join(differ)}{detail} differ; rerun it with the same settings, or pick another "
                           "--study or --study-dir")
     return study
+
+
+def best_params(study: Any) -> dict[str, Any]:
+    """The best trial's parameters as config values, as in ``best.toml`` and the summary's ``best_params``.
+
+    Optuna's own ``study.best_params`` gives a choice of lists or tables as its JSON text
+    (``'[64, 64]'`` for ``policy.hidden_sizes``), since Optuna's choices can only be None, bools, numbers
+    and strings; this gives the list (``[64, 64]``), decoded with the search space that ``tune`` saves in
+    the study.
+
+    Args:
+        study: a study made by ``ppo-core tune``, as ``optuna.load_study`` opens it.
+
+    Raises:
+        ValueError: a study that ``tune`` did not make (it holds no search space), or one without a completed
+            trial (Optuna's own error).
+    """
+    saved = study.user_attrs.get(IDENTITY_ATTR)
+    if not isinstance(saved, dict) or not isinstance(saved.get("space"), dict):
+        raise ValueError(f"study {study.study_name!r} was not made by ppo-core tune: it holds no search space")
+    return decode_params(saved["space"], study.best_trial.params)
 
 
 class _StudyLock:

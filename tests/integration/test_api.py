@@ -2,6 +2,7 @@
 and a caller's process left alone."""
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import tests.integration.custom_envs  # noqa: F401 - registers Counting-v0
 from shell.config import config_from_dict
 from shell.errors import ConfigError
 from shell.runner import Trainer
+from tests.integration.conftest import ROOT
 from tests.integration.custom_envs import COUNTING_LENGTHS, COUNTING_LIMIT
 
 
@@ -74,6 +76,7 @@ def test_factory_runs_refuse_cli_eval_and_resume_with_one_line(tmp_path: Path, m
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "from Python" in lines[0] and "env=" in lines[0], lines
     # from Python, with the factory again, both work
+    assert shell.evaluate(run, env=MatchSign, episodes=2)["eval_episodes"] == 2
     more = shell.resume(run, 64, env=MatchSign, progress=False)
     assert more.summary["env_steps"] == 64
     policy = shell.load_policy(run, env=MatchSign)
@@ -274,3 +277,173 @@ def test_an_env_that_raises_is_named_by_its_factory_or_vector_env(tmp_path: Path
                                                    autoreset_mode=AutoresetMode.SAME_STEP), "SyncVectorEnv")]:
         with pytest.raises(TrainingError, match=f"^env {name} raised RuntimeError: simulated physics blow-up"):
             shell.train(env=source, overrides=overrides, run_dir=tmp_path / name, progress=False)
+
+
+# ----------------------------------------------------------------------------- eval and play from Python
+DUEL = {"env.backend": "pettingzoo", "env.num_envs": 2, "ppo.num_steps": 10, "ppo.num_minibatches": 2,
+        "ppo.update_epochs": 1, "policy.hidden_sizes": [16], "run.eval_episodes": 2, "run.total_timesteps": 20,
+        "run.loggers": []}
+
+
+def test_a_game_trained_from_a_factory_is_evaluated_and_played_from_python(tmp_path: Path, main):
+    """``ppo-core eval`` and ``play`` cannot rebuild a game made by a factory: they name the Python calls, which take
+    the factory again (issue 64)."""
+    pytest.importorskip("pettingzoo")
+    import io
+
+    from tests.integration.turn_games import PlayableDuel
+
+    run = tmp_path / "duel"
+    shell.train(env=PlayableDuel, run_dir=run, progress=False, overrides=DUEL)
+    for command, verb, call in (("eval", "evaluate", "shell.evaluate"), ("play", "play", "shell.play")):
+        proc = main(command, str(run))
+        assert proc.returncode == 2, proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert f"{verb} it from Python" in line and f"{call}({str(run)!r}, env=<" in line, line
+    with pytest.raises(ConfigError, match=r"shell\.evaluate\(.*env=<env factory>\)"):
+        shell.evaluate(run)
+    with pytest.raises(ConfigError, match=r"shell\.play\(.*env=<game factory>\)"):
+        shell.play(run, stdin=io.StringIO(""))
+    # the evaluation: seat_0 moves last and wins whatever is played (turn_games.Duel)
+    result = shell.evaluate(run, env=PlayableDuel, episodes=4)
+    assert result["eval_vs"]["random"]["seat_0"] == {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 2}
+    assert result["eval_episodes"] == 4 and json.loads((run / "checkpoints" / "eval.json").read_text()) == result
+    # a game in seat_1, the moves from a stream: "7" is refused, then 1 and 2; seat_1 collects 1 before its first
+    # move, 0.5 + 3 by its second and 0.5 + 5 - 100 at the end (turn_games.Duel)
+    lines: list[str] = []
+    outcome = shell.play(run, env=PlayableDuel, seat="seat_1", stdin=io.StringIO("7\n1\n2\n"), out=lines.append)
+    assert outcome == {"seat": "seat_1", "score": 1 + 0.5 + 3 + 0.5 + 5 - 100, "result": "loss", "moves": 5}
+    assert lines[0].startswith("seat_0 (agent) plays ") and "illegal move '7'; legal moves: [0, 1, 2]" in lines
+    assert json.loads(lines[-1]) == outcome
+    unfinished = shell.play(run, env=PlayableDuel, seat="seat_1", stdin=io.StringIO(""), out=lambda line: None)
+    assert unfinished["result"] == "unfinished" and unfinished["moves"] == 1
+    with pytest.raises(ConfigError, match="not a turn-based game"):
+        shell.play(run, env=MatchSign, stdin=io.StringIO(""))
+
+
+
+# ----------------------------------------------------------------------------- messages in each front end's words
+TINY = {"env.num_envs": 2, "ppo.num_steps": 16, "ppo.num_minibatches": 1, "ppo.update_epochs": 1,
+        "run.eval_episodes": 0, "run.loggers": []}
+FLAG = re.compile(r"(?<![\w-])--[a-z]")
+
+
+def python_message(call, *args, **kwargs) -> str:
+    """The message of the ConfigError that ``call(*args, **kwargs)`` raises, checked to name no CLI flag."""
+    with pytest.raises(ConfigError) as info:
+        call(*args, **kwargs)
+    message = str(info.value)
+    assert not FLAG.search(message), message
+    return message
+
+
+def test_errors_of_the_python_api_name_its_arguments_not_the_clis_flags(tmp_path: Path, monkeypatch, capfd):
+    """``shell.train(run_dir=...)`` into a folder that is not empty was told ``--run-dir ... use --resume ...``
+    (issue 64): every message the API gives names the Python argument or call instead (``shell.errors.WORDS``);
+    the CLI's keep their flags (tests/integration/test_cli.py)."""
+    import io
+    import sys
+
+    from shell.config import load_config
+    from shell.envs.envpool import _check_envpool_options
+    from shell.export import export_lanes, export_policy
+    from shell.stop import StopRequest
+    from shell.tracking.base import RunStart
+    from shell.tracking.worker import QueuedTracker, TrackerBackend
+
+    run = tmp_path / "run"
+    shell.train("cartpole", run_dir=run, total_timesteps=64, progress=False, overrides=TINY)
+    # train and resume
+    assert python_message(shell.train, "cartpole", run_dir=run, progress=False) == (
+        f"run_dir={str(run)!r} exists and is not empty; continue it with shell.resume({str(run)!r}), or pick a new "
+        "folder")
+    missing = str(tmp_path / "none")
+    assert python_message(shell.resume, missing) == f"shell.resume({missing!r}): no such run dir"
+    (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
+    assert "; train it again with shell.train into a new or empty run dir" in python_message(shell.resume,
+                                                                                               tmp_path / "empty")
+    assert python_message(shell.resume, run, 16, progress=False).endswith("(2 updates); total_timesteps=16 is fewer")
+    capfd.readouterr()
+    shell.resume(run)  # a finished run: one line on stderr says how to train it further
+    assert capfd.readouterr().err.strip().endswith("to train it further, add total_timesteps=N with N > 64")
+    stop = StopRequest()  # a stop request (the CLI's on a signal): the line says how to continue
+    shell.train("cartpole", run_dir=tmp_path / "stopped", total_timesteps=128, overrides=TINY, progress=False,
+                stop=stop, callbacks=[lambda row: stop.request(signal.SIGINT)])
+    assert f"continue with shell.resume({str(tmp_path / 'stopped')!r})" in capfd.readouterr().err
+    # overrides written as the CLI's section.key=value texts, and config names
+    assert python_message(shell.train, overrides=["ppo.gamma"], run_dir=tmp_path / "o", progress=False) == (
+        "overrides entry 'ppo.gamma': expected section.key=value, e.g. 'ppo.gamma=0.99'")
+    assert python_message(load_config, "cartpole", ["ppo.gama=0.9"]).startswith(
+        "overrides entry 'ppo.gama=0.9': unknown key ppo.gama")
+    hinted = python_message(load_config, "cartpole", ["policy.hidden_sizes=64,64"])
+    assert hinted.endswith("; write it as TOML: 'policy.hidden_sizes=[64, 64]'")
+    load_config("cartpole", [hinted.rsplit(": ", 1)[1].strip("'")])  # what the hint says to write is accepted
+    assert python_message(load_config, "no-such-config").endswith(
+        "list them with: shell.config.shipped_configs()")
+    assert python_message(_check_envpool_options, {"seed": 1}, 2).endswith("drop it and pass seed=N")
+    # evaluate and export
+    assert python_message(shell.evaluate, run, episodes=2, video=True, video_episodes=3).startswith(
+        "video_episodes=3 must be from 1 to episodes (2)")
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "moviepy", None)  # not installed: its import raises ImportError
+        assert python_message(shell.evaluate, run, video=True).startswith("video=True needs moviepy; run: pip ")
+    with monkeypatch.context() as patch:
+        patch.setattr(shell.export, "ONNX_PACKAGES", ("no_such_module_xyz",))
+        assert python_message(export_policy, run, "onnx").startswith("format='onnx' needs no_such_module_xyz; run:")
+    assert python_message(export_policy, run, "pt2", tmp_path) == (
+        f"out={str(tmp_path)!r} is a folder; name the file to write")
+    # a game: a run of two seats of different spaces (a policy each), and a seat it does not have
+    pytest.importorskip("pettingzoo")
+    game = tmp_path / "lopsided"
+    shell.train(overrides={**DUEL, "env.id": "tests.integration.turn_games:lopsided"}, run_dir=game, progress=False)
+    assert python_message(export_lanes, game, "pt2", tmp_path / "one.pt2").startswith("out names one file; ")
+    assert python_message(shell.play, game, seat="seat_9", stdin=io.StringIO("")).startswith(
+        "seat='seat_9' is not a seat of this game")
+
+    class Unreachable(TrackerBackend):  # a tracker that fails: one warning line, and the run goes on
+        name = "unreachable"
+
+        def open(self, start):
+            raise ConnectionError("no server")
+
+    QueuedTracker(Unreachable(), RunStart(tmp_path, {})).close()
+    warning = capfd.readouterr().err
+    assert "shell.resume sends the checkpointed rows it lacks" in warning and not FLAG.search(warning)
+
+
+def test_no_message_below_the_cli_names_a_flag():
+    """What the library raises, prints or warns says no ``--flag`` of its own: it says ``said(name, value)``
+    (shell/errors.py), which the CLI turns into its flag. ``shell.tune`` is the CLI's search (its messages name
+    ``--storage``, ``--study``); shell/cli.py is the CLI."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "shell").rglob("*.py")):
+        name = path.relative_to(ROOT / "shell").as_posix()
+        if name == "cli.py" or name.startswith("tune/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            call = node.exc if isinstance(node, ast.Raise) else node
+            if not isinstance(call, ast.Call):
+                continue
+            callee = getattr(call.func, "id", getattr(call.func, "attr", None))
+            if not isinstance(node, ast.Raise) and callee not in ("print", "warn", "write"):
+                continue
+            found += [f"{name}:{part.lineno}: {part.value}" for arg in call.args for part in ast.walk(arg)
+                      if isinstance(part, ast.Constant) and isinstance(part.value, str) and FLAG.search(part.value)]
+    assert found == []
+
+
+def test_a_vmas_video_without_a_display_is_refused_in_pythons_words(tmp_path: Path, monkeypatch):
+    pytest.importorskip("vmas")
+    import shell.envs.vmas
+
+    run = tmp_path / "run"
+    shell.train(run_dir=run, progress=False, overrides={
+        "env.backend": "vmas", "env.id": "balance", "env.kwargs": {"n_agents": 2}, "env.num_envs": 2,
+        "env.max_episode_steps": 5, "ppo.num_steps": 5, "ppo.num_minibatches": 1, "ppo.update_epochs": 1,
+        "policy.hidden_sizes": [8], "run.eval_episodes": 0, "run.total_timesteps": 10, "run.loggers": []})
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.setattr(shell.envs.vmas.shutil, "which", lambda name: None)
+    assert python_message(shell.evaluate, run, episodes=1, video=True).startswith(
+        "rendering env.backend = 'vmas' (video=True) needs an X display")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from shell.config import CONFIG_DIR, load_config
-from shell.errors import ConfigError
+from shell.errors import ConfigError, front_end
 
 
 def test_short_pendulum_run_writes_every_artifact(main, tmp_path):
@@ -105,7 +105,9 @@ def test_bad_input_exits_2_with_one_line(main, tmp_path, args, needle):
     ],
 )
 def test_a_wrong_type_in_set_is_answered_with_its_toml_spelling(override, hint):
-    with pytest.raises(ConfigError) as info:
+    """In the CLI's words (the CLI runs in ``front_end("cli")``); from Python the same hint is the entry to pass,
+    ``'policy.hidden_sizes=[64, 64]'`` (tests/integration/test_api.py)."""
+    with pytest.raises(ConfigError) as info, front_end("cli"):
         load_config("cartpole", [override])
     message = str(info.value)
     assert "\n" not in message and message.startswith(f"--set {override!r}: ") and message.endswith(f"; {hint}")
@@ -119,6 +121,37 @@ def test_non_empty_run_dir_is_refused(main, tmp_path):
     assert proc.returncode == 2
     assert "not empty" in proc.stderr.strip().splitlines()[-1]
     assert (tmp_path / "keep.txt").read_text() == "precious"
+
+
+def test_the_cli_names_its_flags_where_the_python_api_names_its_arguments(main, tmp_path):
+    """The messages that shell.train and shell.resume give in Python's words (run_dir=..., shell.resume(...),
+    overrides entry ...: tests/integration/test_api.py) say the flags on the command line (issue 64)."""
+    (tmp_path / "keep.txt").write_text("precious")
+    missing = tmp_path / "none"
+    for args, line in [
+        (["--config", "cartpole", "--run-dir", str(tmp_path)],
+         f"--run-dir {tmp_path} exists and is not empty; continue it with --resume {tmp_path}, or pick a new folder"),
+        (["--resume", str(missing)], f"--resume {missing}: no such run dir"),
+        (["--config", "cartpole", "--set", "ppo.gamma"],
+         "--set 'ppo.gamma': expected section.key=value, e.g. --set ppo.gamma=0.99"),
+    ]:
+        proc = main(*args)
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == f"error: {line}", proc.stderr
+
+
+def test_every_word_of_a_message_has_a_python_and_a_cli_form():
+    """``shell.errors.WORDS``: the Python form names no flag, the CLI form names its flag (or command)."""
+    from shell.errors import WORDS, said
+
+    for name in WORDS:
+        python = said(name, "x"), said(name)
+        assert not any("--" in text for text in python), (name, python)
+        with front_end("cli"):
+            cli = said(name, "x"), said(name)
+        assert all(text.startswith("--") or "--" in text or text.startswith("ppo-core") for text in cli), (name, cli)
+    with front_end("cli"):
+        assert said("run_dir", "nim-run") == "--run-dir nim-run" and said("resume", "nim-run") == "--resume nim-run"
+    assert said("run_dir", "nim-run") == "run_dir='nim-run'" and said("resume", "nim-run") == "shell.resume('nim-run')"
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))

@@ -272,7 +272,7 @@ def test_the_eval_command_and_resume_still_need_a_factory_runs_env(tmp_path):
     run = tmp_path / "run"
     factory_run(run)
     shell.load_policy(run)  # the policy alone does not need it
-    with pytest.raises(ConfigError, match=r"trained on an env factory.*evaluate it from Python.*env=<the same"):
+    with pytest.raises(ConfigError, match=r"trained on an env factory.*evaluate it from Python.*shell\.evaluate\("):
         shell.evaluation.eval_checkpoint(run, episodes=1)
     with pytest.raises(ConfigError, match=r"resume it from Python: shell.resume\(.*env=<the same env factory>\)"):
         shell.resume(run, 64, progress=False)

@@ -394,3 +394,58 @@ def test_play_shows_the_human_only_their_own_information_state(kuhn_run):
     assert env.state.is_terminal() and "game over" in lines[-2]
     assert outcome["score"] == env.state.returns()[1]
     assert json.loads(lines[-1]) == outcome
+
+
+# ----------------------------------------------------------------------------- exploitability at every evaluation
+def test_every_evaluation_measures_the_exact_exploitability_in_metrics_summary_and_eval(tmp_path, kuhn_run):
+    from shell.evaluation import eval_checkpoint
+
+    run = train(config=kuhn_config(**{"run.eval_every": 2}), run_dir=tmp_path / "run", progress=False)
+    lines = (run.run_dir / "metrics.csv").read_text().strip().splitlines()
+    header = lines[0].split(",")
+    assert header[-4:] == ["nash_conv", "exploitability", "average_nash_conv", "average_exploitability"]
+    rows = [dict(zip(header, line.split(","), strict=True)) for line in lines[1:]]
+    assert [r["nash_conv"] != "" for r in rows] == [False, True, False, False]  # update 2's evaluation only
+    assert float(rows[1]["exploitability"]) == pytest.approx(float(rows[1]["nash_conv"]) / 2)
+    exact = exact_exploitability(run.run_dir)  # the figure of the final policy, computed apart
+    assert run.summary["nash_conv"] == pytest.approx(exact.nash_conv, abs=1e-6)
+    assert run.summary["exploitability"] == pytest.approx(exact.exploitability, abs=1e-6)
+    result = eval_checkpoint(run.run_dir, episodes=4)
+    assert result["exploitability"] == pytest.approx(exact.exploitability, abs=1e-6)
+    assert "nash_conv" in kuhn_run.summary  # on by default
+    average = exact_exploitability(load_policy(run.run_dir, average=True), "kuhn_poker")
+    assert run.summary["average_exploitability"] == pytest.approx(average.exploitability, abs=1e-6)
+
+
+def test_exploitability_switches_off_and_is_measured_without_evaluation_episodes(tmp_path):
+    off = train(config=kuhn_config(**{"run.exploitability": False}), run_dir=tmp_path / "off", progress=False)
+    assert "nash_conv" not in off.summary
+    assert "nash_conv" not in (off.run_dir / "metrics.csv").read_text().splitlines()[0]
+    bare = train(config=kuhn_config(**{"run.eval_episodes": 0, "run.eval_every": 0}), run_dir=tmp_path / "bare",
+                 progress=False)
+    assert bare.summary["eval_episodes"] == 0
+    assert bare.summary["exploitability"] == pytest.approx(exact_exploitability(bare.run_dir).exploitability, abs=1e-6)
+
+
+def test_a_game_over_the_size_is_left_out_by_default_and_refused_when_asked_for(tmp_path, monkeypatch, capsys):
+    import shell.games.exploitability as module
+
+    monkeypatch.setattr(module, "MAX_INFORMATION_STATES", 5)
+    module._game_states.cache_clear()
+    try:
+        run = train(config=kuhn_config(), run_dir=tmp_path / "auto", progress=False)
+        assert "nash_conv" not in run.summary
+        assert "more than 5 information states" in capsys.readouterr().err
+        with pytest.raises(ConfigError) as err:
+            train(config=kuhn_config(**{"run.exploitability": True}), run_dir=tmp_path / "asked", progress=False)
+        assert str(err.value).startswith("run.exploitability = true: ") and "\n" not in str(err.value)
+        assert not (tmp_path / "asked").exists()
+    finally:
+        module._game_states.cache_clear()
+
+
+def test_exploitability_asked_of_another_backend_or_a_recurrent_policy_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match="measures an OpenSpiel game"):
+        load_config("cartpole", {"run.exploitability": True})
+    with pytest.raises(ConfigError, match="recurrent policy"):
+        load_config("kuhn", {"run.exploitability": True, "policy.recurrent": "gru"})

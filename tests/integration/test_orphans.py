@@ -1,4 +1,5 @@
-"""Worker processes end with their parent, also after ``kill -9`` (shell.workers), and the pool's answers.
+"""Worker processes end with their parent, also after ``kill -9`` (shell.workers), and the pool's answers; ranks
+under torchrun end with their launcher (shell.distributed.end_with_launcher), tune workers with ``tune``.
 
 A training run whose envs step in worker processes (PettingZoo copies, gymnasium's AsyncVectorEnv, gymnasium
 sub-envs in shares) is
@@ -369,3 +370,155 @@ def test_a_killed_worker_is_one_line_and_nothing_after_it(tmp_path, backend):
     assert len(lines) == 1, text[-3000:]
     assert lines[0].startswith("error: ") and "a worker process ended (killed by SIGKILL)" in lines[0], lines
     assert "checkpoint" in lines[0]
+
+
+# ----------------------------------------------------------------------------- ranks and tune workers, launcher killed
+def start_torchrun(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """One node of two ranks training cartpole "forever" (``main.py ARGS`` under torchrun), stderr to a file."""
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    with open(tmp_path / "stderr", "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                                 str(ROOT / "main.py"), "--config", "cartpole", "--total-timesteps", "100000000",
+                                 "--run-dir", str(run), *args], stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path,
+                                env=env, start_new_session=True)
+    return proc, run
+
+
+def ours(text: str) -> list[str]:
+    """The lines of a stderr that are not the progress bar's redraws (each after a carriage return)."""
+    return [line for line in text.replace("\r", "\n").splitlines() if line.strip() and "step/s" not in line]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_ranks_end_when_their_torchrun_launcher_is_killed(tmp_path, mode):
+    """torchrun starts each rank in a session of its own and does not take them with it: after a ``kill -9`` of
+    torchrun both ranks trained on, re-parented to init. Now each ends within a second or so with one line, the
+    same on both (the rank whose collective fails first, as the other has ended, says so too), and nothing after;
+    the async env workers of each rank end with their rank."""
+    proc, run = start_torchrun(tmp_path, "--set", f'env.vectorization_mode="{mode}"', "--set", "env.num_envs=4")
+    started: dict[int, str] = {}
+    try:
+        wait_for(lambda: training(proc, run), 120, "the first update")
+        started = descendants(proc.pid)
+        ranks = [pid for pid in started if _stat(pid) is not None and int(_stat(pid)[1]) == proc.pid]
+        assert len(ranks) == 2 and (len(started) > 2) == (mode == "async"), started  # async: and their workers
+    finally:
+        kill_and_check(proc, started)
+    lines = ours((tmp_path / "stderr").read_text())
+    gone = [line for line in lines if "torchrun launcher" in line]
+    assert sorted(gone) == [f"error: the torchrun launcher (pid {proc.pid}) has ended, so rank {rank} of 2 stops here; "
+                            "checkpoints already on disk are kept" for rank in (0, 1)], lines[-10:]
+    assert lines[-2:] == gone, lines[-10:]  # nothing after them: no "lost a node", no traceback
+
+
+RANK = textwrap.dedent("""
+    import os, sys, time
+    from shell.distributed import end_with_launcher
+
+    assert not end_with_launcher(os.getppid())  # outside torchrun: nothing to watch
+    os.environ.update(TORCHELASTIC_RUN_ID="test", RANK="1", WORLD_SIZE="2")
+    assert end_with_launcher(os.getppid())
+    open(sys.argv[1], "w").close()
+    time.sleep(60)
+    os._exit(0)
+""")
+
+REAPER = textwrap.dedent("""
+    import ctypes, os, signal, subprocess, sys, time
+
+    # PR_SET_CHILD_SUBREAPER: the rank, orphaned, becomes this process's child, so that its exit code can be read
+    assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0
+    rank, ready = sys.argv[1], sys.argv[2]
+    launcher = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                                 f"subprocess.Popen([sys.executable, '-c', {rank!r}, {ready!r}]); time.sleep(60)"])
+    deadline = time.monotonic() + 60
+    while not os.path.exists(ready):
+        assert time.monotonic() < deadline and launcher.poll() is None
+        time.sleep(0.05)
+    launcher.kill()
+    launcher.wait()
+    killed = time.monotonic()
+    pid, status = os.wait()  # the rank
+    print(launcher.pid, os.waitstatus_to_exitcode(status), round(time.monotonic() - killed, 1))
+""")
+
+
+def test_a_rank_whose_launcher_ends_exits_129_with_one_line(tmp_path):
+    """The rank's side of the test above, where its exit code can be read: a process between this one and the
+    rank (the launcher) is killed; the rank, a child of this one's script from then on, ends with exit code 129."""
+    script, ready = tmp_path / "reaper.py", tmp_path / "ready"
+    script.write_text(REAPER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TORCHELASTIC_RUN_ID", None)
+    proc = subprocess.run([sys.executable, str(script), RANK, str(ready)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    launcher, code, seconds = proc.stdout.split()
+    assert int(code) == 129 and float(seconds) < 5, proc.stdout
+    assert ours(proc.stderr) == [f"error: the torchrun launcher (pid {launcher}) has ended, so rank 1 of 2 stops here; "
+                                 "checkpoints already on disk are kept"]
+
+
+@pytest.mark.parametrize("victim", [0, 1], ids=["node0-rendezvous-host", "node1"])
+def test_a_node_whose_launcher_is_killed_ends_and_so_does_the_other_node(tmp_path, victim):
+    """Two nodes of one rank each (two torchrun launchers on this machine, as in test_distributed.py); one node's
+    launcher is killed with SIGKILL. Its rank ends within 10 s with one line; the other node's rank then loses it
+    at its next collective (one "lost a node" line, exit 1), and that node's launcher ends too."""
+    from .test_distributed import start_nodes
+
+    nodes = start_nodes([str(ROOT / "main.py"), "--config", "cartpole", "--total-timesteps", "100000000",
+                         "--run-dir", "run"], tmp_path)
+    other = nodes[1 - victim]
+    started: list[dict[int, str]] = [{}, {}]
+    try:
+        def training() -> bool:  # rank 0, on node 0, writes the run dir
+            assert all(node.poll() is None for node in nodes), [node.returncode for node in nodes]
+            path = tmp_path / "run" / "metrics.csv"
+            return path.exists() and len(path.read_text().splitlines()) >= 2
+
+        wait_for(training, 120, "the first update")
+        started = [descendants(node.pid) for node in nodes]
+        assert [len(ranks) for ranks in started] == [1, 1], started
+        kill_and_check(nodes[victim], started[victim])
+        other.wait(timeout=60)
+        assert other.returncode != 0 and not alive(started[1 - victim])
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+        for ranks in started:
+            for pid in alive(ranks):
+                os.kill(pid, signal.SIGKILL)
+    killed_err, other_err = nodes[victim].communicate(timeout=30)[1], other.communicate(timeout=30)[1]
+    assert [line for line in ours(killed_err) if line.startswith("error: ")] == [
+        f"error: the torchrun launcher (pid {nodes[victim].pid}) has ended, so rank {victim} of 2 stops here; "
+        "checkpoints already on disk are kept"], killed_err[-3000:]
+    lost = [line for line in ours(other_err) if line.startswith("error: ")]
+    assert len(lost) == 1 and "lost a node" in lost[0], other_err[-3000:]
+
+
+def test_tune_workers_end_when_the_tune_process_is_killed(tmp_path):
+    """``tune --jobs 2`` killed with SIGKILL, its workers not: each worker sees its parent gone at the trainer's
+    next update, stops its trial as after Ctrl-C (FAIL, queued again) and ends."""
+    pytest.importorskip("optuna")
+    study = tmp_path / "study"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(tmp_path / "stderr", "w") as stderr:  # the workers' one line per trial comes here too
+        proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "tune", "--config", "cartpole", "--trials", "4",
+                                 "--jobs", "2", "--seeds", "0", "--total-timesteps", "100000000", "--set",
+                                 "env.num_envs=4", "--set", "ppo.num_steps=64", "--study-dir", str(study)],
+                                stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path, env=env, start_new_session=True)
+    started: dict[int, str] = {}
+    try:
+        def training() -> bool:  # both workers in the middle of a trial
+            assert proc.poll() is None, (tmp_path / "stderr").read_text()[-3000:]
+            return sum(len(m.read_text().splitlines()) >= 2 for m in study.glob("trials/*/s0/metrics.csv")) == 2
+
+        wait_for(training, 120, "two trials training")
+        started = descendants(proc.pid)
+        assert len(started) == 2, started
+    finally:
+        kill_and_check(proc, started)
+    text = (tmp_path / "stderr").read_text()
+    assert text.count("FAIL (interrupted by SIGTERM); it is queued to run again") == 2, text[-3000:]

@@ -31,6 +31,7 @@ from shell.tune import (
     _fail_unborn_trials,
     _is_surplus,
     _pruner,
+    best_params,
     open_storage,
     parse_space,
     resolve_settings,
@@ -304,6 +305,25 @@ def test_the_summary_counts_surplus_trials_apart_from_failed_ones(tmp_path):
     rows = list(csv.DictReader(open(Path(settings.study_dir) / "trials.csv")))
     assert [(r["state"], r["error"]) for r in rows] == [("COMPLETE", ""), ("FAIL", SURPLUS), ("FAIL", "a run failed"),
                                                         ("FAIL", SURPLUS), ("COMPLETE", "")]
+
+
+def test_best_params_gives_a_choice_of_lists_as_the_list_where_optuna_gives_its_json_text(tmp_path):
+    settings, _, _ = resolve_settings("cartpole", 2, [0], None, [], str(tmp_path / "d"), None, None,
+                                      str(write(tmp_path / "space.toml", SPACE)), None, 2)
+    Path(settings.study_dir).mkdir()
+    study = load_study(settings)
+    for value in (1.0, 2.0):
+        trial = study.ask()
+        for param in settings.space:
+            param.suggest(trial)
+        study.tell(trial, value)
+    study = optuna.load_study(study_name=settings.study, storage=settings.storage)  # as a user opens it
+    raw, params = study.best_params, best_params(study)
+    assert isinstance(raw["policy.hidden_sizes"], str) and params["policy.hidden_sizes"] in ([16], [32, 32])
+    assert params == {**raw, "policy.hidden_sizes": json.loads(raw["policy.hidden_sizes"])}
+    assert type(params["ppo.update_epochs"]) is int and type(params["ppo.learning_rate"]) is float
+    with pytest.raises(ValueError, match="was not made by ppo-core tune"):
+        best_params(optuna.create_study())
 
 
 def test_every_storage_call_of_optunas_cache_is_retried_through_an_outage(tmp_path, capsys):

@@ -133,3 +133,11 @@ class PairedDuel(Duel):
 
 def paired(**kwargs) -> PairedDuel:
     return PairedDuel(**kwargs)
+
+
+class PlayableDuel(Duel):
+    """:class:`Duel` whose seats can still be observed after the game (``ppo-core play`` shows the final board): a
+    seat that left the game has no legal move."""
+
+    def legal(self, agent: str) -> np.ndarray:
+        return super().legal(agent) if agent in self.terminations else np.zeros(3, dtype=np.int8)

@@ -58,6 +58,7 @@ def _cases(dtype: torch.dtype):
         "masked_log_prob": (lambda: core.masked_log_prob(m(B, A), mask, index), (B,)),
         "masked_entropy": (lambda: core.masked_entropy(m(B, A), mask), (B,)),
         "masked_probs": (lambda: core.masked_probs(m(B, A), mask), (B, A)),
+        "magnet_kl": (lambda: core.magnet_kl(m(B, A), m(B, A), mask), (B,)),
         "masked_log_prob_and_entropy": (lambda: core.masked_log_prob_and_entropy(m(B, A), mask, index), (B,)),
         "masked_categorical_sample": (lambda: core.masked_categorical_sample(m(B, A), mask, m(B, A)), (B,),
                                       torch.long),
