@@ -155,7 +155,7 @@ def test_a_run_without_an_average_has_none_to_load(tmp_path):
     from shell.inference import load_policy
 
     run = train(config=kuhn(**{"run.total_timesteps": UPDATE}), run_dir=tmp_path / "run", progress=False)
-    with pytest.raises(ConfigError, match="trained without ppo.average_decay") as err:
+    with pytest.raises(ConfigError, match=r"trained without ppo\.average_decay") as err:
         load_policy(run.run_dir, average=True)
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="average_decay"):
