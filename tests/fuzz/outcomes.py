@@ -151,6 +151,24 @@ def check_metrics_finite(run_dir: Path, summary: dict[str, Any]) -> None:
             assert math.isfinite(value), f"summary {key} = {value}"
 
 
+def check_resume(run_dir: Path, run: dict[str, Any], codes: set[int], env: Callable[[], Any] | None) -> int:
+    """``shell.resume`` of a run that trained, for one more rollout (``env``: the factory it trained on, as a factory's
+    run needs): exit 0 with finite metrics and checkpoints and the new total of steps, or exit 1 where ``codes``
+    allows it (the env's own fault: a resumed env starts afresh and may meet it again); its exit code."""
+    from shell.api import resume
+
+    total = run["run.total_timesteps"] + run["env.num_envs"] * run["ppo.num_steps"]
+    outcome = classify(lambda: resume(run_dir, total, env=env, progress=False), 240.0, "the resume")
+    assert outcome.code in {0} | (codes & {1}), f"resume: exit {outcome.code} ({outcome.message!r})"
+    if outcome.code == 1:
+        check_failure(outcome, run_dir)
+    else:
+        check_metrics_finite(run_dir, outcome.result.summary)
+        check_checkpoints_finite(run_dir)
+        assert outcome.result.summary["env_steps"] == total, (outcome.result.summary["env_steps"], total)
+    return outcome.code
+
+
 def act_in_env(policy: Any, make_env: Callable[[], gym.Env], steps: int = 12, seed: int = 0) -> None:
     """Step a fresh env with the policy's deterministic actions, one observation at a time and as a batch of
     one; the env refuses any action outside its space or against its mask."""

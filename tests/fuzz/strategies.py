@@ -429,3 +429,208 @@ def agents_run(draw: st.DrawFn) -> dict[str, Any]:
         "run.device": "cpu",
         "run.loggers": [],
     }
+
+
+# ----------------------------------------------------------------------------- turn-based games
+TURN_FAULTS = ["raise", "nan_reward", "nan_obs", "outside_obs", "no_legal"]
+#: a bot of the fuzzer's games (``run.eval_opponents``, ``selfplay.bots``)
+TURN_BOT = "tests.fuzz.fuzz_turns:last_legal"
+
+
+def _one_in(n: int) -> st.SearchStrategy[bool]:
+    """True with chance 1/n (``st.integers(0, n - 1) == 0`` would be true far more often: Hypothesis draws bounds
+    often)."""
+    return st.sampled_from([False] * (n - 1) + [True])
+
+
+def _weighted(*choices: tuple[int, st.SearchStrategy]) -> st.SearchStrategy:
+    """One of the strategies, each drawn with its weight (``st.one_of`` weighs its distinct branches alike)."""
+    return st.sampled_from([k for k, (weight, _) in enumerate(choices) for _ in range(weight)]).flatmap(
+        lambda k: choices[k][1])
+
+
+def seat_obs_spec() -> st.SearchStrategy[dict[str, Any]]:
+    """What a seat observes: mostly flat Boxes, also Discrete, MultiBinary, Boxes of rank 0 to 3, a Dict of those,
+    and now and then a MultiDiscrete (refused)."""
+    flat_box = st.builds(lambda n, b: {"type": "box", "shape": [n], "dtype": "float32", "low": b[0], "high": b[1]},
+                         st.integers(1, 4), _bounds(["unit", "infinite", "lopsided", "half_infinite", "fixed"]))
+    part = st.one_of(flat_box, discrete_spec(), box_spec(), multibinary_spec())
+    as_dict = st.dictionaries(st.sampled_from(["board", "pos", "x_1"]), part, min_size=1, max_size=2).map(
+        lambda d: {"type": "dict", "spaces": d})
+    return _weighted((10, flat_box), (2, discrete_spec()), (2, box_spec()), (1, multibinary_spec()), (3, as_dict),
+                     (1, multidiscrete_spec()))
+
+
+def seat_action_spec() -> st.SearchStrategy[dict[str, Any]]:
+    """A seat's moves: mostly Discrete (now and then with a ``start``; n = 1 refused), also MultiDiscrete,
+    MultiBinary and Box."""
+    box = st.builds(lambda n: {"type": "box", "shape": [n], "dtype": "float32", "low": -1.0, "high": 2.0},
+                    st.integers(1, 2))
+    plain = st.builds(lambda n: {"type": "discrete", "n": n, "start": 0}, st.integers(2, 6))
+    return _weighted((12, plain), (3, discrete_spec(min_n=2)), (1, discrete_spec()), (1, multidiscrete_spec()),
+                     (1, multibinary_spec(True)), (1, box))
+
+
+@st.composite
+def game_spec(draw: st.DrawFn, faults: bool = True) -> dict[str, Any]:
+    """A :class:`tests.fuzz.fuzz_turns.FuzzGame` spec: two or three seats (the last one now and then of other
+    spaces), masks that change at every move, games that end on any seat's move, a seat that leaves early."""
+    n = draw(st.sampled_from([2, 2, 2, 3]))
+    obs, act = draw(seat_obs_spec()), draw(seat_action_spec())
+    seats = [{"obs": obs, "act": act} for _ in range(n)]
+    if draw(_one_in(6)):  # the last seat differs: two groups, a policy each
+        seats[-1] = {"obs": draw(seat_obs_spec()), "act": draw(st.sampled_from([act, draw(seat_action_spec())]))}
+    masked = all(maskable(s["act"]) for s in seats)
+    mask = draw(st.sampled_from([None, "obs", "obs", "info"])) if masked else None
+    fault = None
+    if faults and draw(_one_in(6)):
+        kinds = TURN_FAULTS if mask else TURN_FAULTS[:-1]
+        fault = {"kind": draw(st.sampled_from(kinds)), "at": draw(st.sampled_from([0, 1, 2, 5, 12, 40]))}
+    return {
+        "seats": seats,
+        "mask": mask,
+        "mask_dtype": draw(st.sampled_from(["int8", "multibinary"])),
+        "waiting": draw(st.sampled_from(["zeros", "ones", "random"] + (["absent"] if mask == "info" else []))),
+        "one_legal": draw(st.sampled_from([0.0, 0.5, 1.0])) if mask else 0.0,
+        "order": draw(st.sampled_from(["cycle", "cycle", "random"])),
+        "games": draw(st.lists(st.tuples(st.integers(1, 12), st.sampled_from(EPISODE_ENDS), st.integers(-1, n - 1))
+                               .map(list), min_size=1, max_size=3)),
+        "rewards": draw(st.sampled_from(["end", "move", "both"])),
+        "reward_scale": draw(st.sampled_from([1.0, 1.0, 0.0, 1e-3, 100.0])),
+        "leave": draw(st.sampled_from([None, None, None, {"seat": draw(st.integers(0, n - 1)),
+                                                          "after": draw(st.integers(1, 6))}])),
+        "fault": fault,
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+@st.composite
+def game_run(draw: st.DrawFn) -> dict[str, Any]:
+    """A tiny run of a turn-based game: one or two updates, now and then a recurrent policy, the agent's index, a
+    concat critic, a move limit, a self-play pool, random or bot opponents and openings, evaluation opponents."""
+    num_envs = draw(st.sampled_from([1, 2, 2]))
+    num_steps = draw(st.sampled_from([4, 8, 16]))
+    rnn = draw(st.sampled_from(["none"] * 5 + ["gru", "lstm"]))
+    eval_episodes = draw(st.sampled_from([0, 1, 2, 3]))
+    run = {
+        "env.backend": "pettingzoo",
+        "env.num_envs": num_envs,
+        "env.max_episode_steps": draw(st.sampled_from([None, None, None, 1, 3, 7])),
+        "env.normalize_obs": draw(st.booleans()),
+        "env.normalize_reward": draw(st.booleans()),
+        "ppo.num_steps": num_steps,
+        # a recurrent rollout is cut into env.num_envs sequences (policy.seq_len = 0)
+        "ppo.num_minibatches": draw(st.sampled_from([1, 1, 2] if rnn == "none" or num_envs == 2 else [1])),
+        "ppo.update_epochs": draw(st.integers(1, 2)),
+        "policy.hidden_sizes": [8],
+        "policy.recurrent": rnn,
+        "policy.rnn_hidden_size": 8,
+        "policy.agent_id": draw(st.sampled_from([False, False, False, True])),
+        "policy.critic": draw(st.sampled_from(["local"] * 10 + ["concat"] * 2 + ["state"])),
+        "run.total_timesteps": num_envs * num_steps * draw(st.integers(1, 2)),
+        "run.eval_episodes": eval_episodes,
+        "run.eval_every": draw(st.sampled_from([0, 1])) if eval_episodes else 0,
+        "run.eval_max_episode_steps": 30,
+        "run.eval_opponents": draw(st.sampled_from([["random"], ["random"], [TURN_BOT, "random"]])),
+        "run.checkpoint_every": 1,
+        "run.seed": draw(st.integers(0, 3)),
+        "run.device": "cpu",
+        "run.loggers": [],
+    }
+    kind = draw(st.sampled_from(["none"] * 6 + ["pool", "random", "openings", "bots"]))
+    if kind == "pool":
+        run.update({"selfplay.snapshot_every": 1, "selfplay.pool_size": draw(st.integers(1, 3)),
+                    "selfplay.latest_prob": draw(st.sampled_from([0.0, 0.5, 1.0]))})
+    elif kind == "random":
+        run["selfplay.random_prob"] = draw(st.sampled_from([0.5, 1.0]))
+    elif kind == "openings":
+        run.update({"selfplay.opening_moves": draw(st.integers(1, 3)), "selfplay.vary_openings": draw(st.booleans())})
+    elif kind == "bots":
+        run.update({"selfplay.bots": [TURN_BOT], "selfplay.bot_prob": draw(st.sampled_from([0.5, 1.0]))})
+    return {k: v for k, v in run.items() if v is not None}
+
+
+# ----------------------------------------------------------------------------- VMAS scenarios
+VMAS_FAULTS = ["raise", "nan_reward", "nan_obs"]
+
+
+@st.composite
+def scenario_spec(draw: st.DrawFn, faults: bool = True) -> dict[str, Any]:
+    """A :class:`tests.fuzz.fuzz_vmas.FuzzScenario` spec: one or two kinds of one to three agents, each kind with its
+    own observation size, forces (2 or 3, bounds per force) and discrete choices, communication, worlds that end at
+    their own steps or never, now and then an observation the backend refuses (not 1-D) and a fault."""
+    kinds = []
+    dim_c = draw(st.sampled_from([0, 0, 2, 3]))
+    for name in draw(st.lists(st.sampled_from(["runner", "scout"]), min_size=1, max_size=2, unique=True)):
+        size = draw(st.sampled_from([2, 2, 3]))
+        kinds.append({
+            "name": name,
+            "count": draw(st.integers(1, 3)),
+            "obs_size": draw(st.integers(1, 8)),
+            "action_size": size,
+            "nvec": draw(st.one_of(st.none(), st.lists(st.integers(2, 5), min_size=size, max_size=size))),
+            "u_range": draw(st.one_of(st.sampled_from([1.0, 0.5, 3.0]),
+                                      st.lists(st.sampled_from([0.1, 1.0, 2.0]), min_size=size, max_size=size))),
+            # an agent talks only where the world has a channel (VMAS asserts it); VMAS 1.5 reads continuous
+            # communication after the first 2 forces (its dim_p), not after all of them: an agent of 3 forces that
+            # talks has its own actions refused by VMAS, so it stays silent
+            "silent": True if size != 2 or not dim_c else draw(st.booleans()),
+        })
+    fault = None
+    if faults and draw(_one_in(6)):
+        fault = {"kind": draw(st.sampled_from(VMAS_FAULTS)), "at": draw(st.sampled_from([0, 1, 3, 10, 40]))}
+    return {
+        "kinds": kinds,
+        "dim_c": dim_c,
+        "observation": draw(st.sampled_from(["flat"] * 16 + ["matrix", "dict"])),
+        "lengths": draw(st.lists(st.integers(0, 8), min_size=1, max_size=3)),
+        "reward_scale": draw(st.sampled_from([1.0, 1.0, 0.0, 1e-3, 100.0])),
+        "fault": fault,
+    }
+
+
+@st.composite
+def scenario_run(draw: st.DrawFn) -> dict[str, Any]:
+    """A tiny run of a VMAS scenario: continuous or discrete (or multi-discrete) actions, one or two updates, the
+    agent's index, a concat critic, recurrent policies, a time limit or none; now and then a setting the backend
+    refuses (``policy.critic = "state"``, an action mask, a key of ``env.kwargs`` it sets itself or the scenario
+    does not take)."""
+    num_envs = draw(st.sampled_from([1, 2, 3]))
+    num_steps = draw(st.sampled_from([4, 8]))
+    rnn = draw(st.sampled_from(["none"] * 4 + ["gru", "lstm"]))
+    eval_episodes = draw(st.sampled_from([0, 1, 2]))
+    kwargs = {"continuous_actions": draw(st.booleans())}
+    if not kwargs["continuous_actions"] and draw(st.booleans()):
+        kwargs["multidiscrete_actions"] = draw(st.booleans())
+    if draw(_one_in(15)):  # refused: by the backend, the scenario, or VMAS (multi-discrete forces)
+        key = draw(st.sampled_from(["max_steps", "seed", "no_such_argument", "multidiscrete_actions"]))
+        kwargs[key] = True if key == "multidiscrete_actions" else 5
+        kwargs["continuous_actions"] = kwargs["continuous_actions"] or key == "multidiscrete_actions"
+    run = {
+        "env.backend": "vmas",
+        "env.kwargs": kwargs,
+        "env.num_envs": num_envs,
+        "env.max_episode_steps": draw(st.sampled_from([None, 3, 6])),
+        "env.action_mask": draw(st.sampled_from(["auto"] * 10 + ["none", "info"])),
+        "env.normalize_obs": draw(st.booleans()),
+        "env.normalize_reward": draw(st.booleans()),
+        "ppo.num_steps": num_steps,
+        # a recurrent rollout is cut into env.num_envs sequences (policy.seq_len = 0)
+        "ppo.num_minibatches": draw(st.sampled_from([1, 2] if rnn == "none" or num_envs == 2 else [1])),
+        "ppo.update_epochs": draw(st.integers(1, 2)),
+        "policy.hidden_sizes": [8],
+        "policy.std": draw(st.sampled_from(["parameter", "state"])),
+        "policy.recurrent": rnn,
+        "policy.rnn_hidden_size": 8,
+        "policy.agent_id": draw(st.booleans()),
+        "policy.critic": draw(st.sampled_from(["local"] * 7 + ["concat"] * 3 + ["state"])),
+        "run.total_timesteps": num_envs * num_steps * draw(st.integers(1, 2)),
+        "run.eval_episodes": eval_episodes,
+        "run.eval_every": draw(st.sampled_from([0, 1])) if eval_episodes else 0,
+        "run.eval_max_episode_steps": 12,
+        "run.checkpoint_every": 1,
+        "run.seed": draw(st.integers(0, 3)),
+        "run.device": "cpu",
+        "run.loggers": [],
+    }
+    return {k: v for k, v in run.items() if v is not None}
