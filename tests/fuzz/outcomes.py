@@ -134,6 +134,20 @@ def check_failure(outcome: Outcome, run_dir: Path) -> None:
     check_checkpoints_finite(run_dir)
 
 
+def check_exit(outcome: Outcome, codes: set[int], run_dir: Path, refusal_leaves_nothing: bool = True) -> bool:
+    """The documented exit contract: the code is one ``codes`` allows; exit 2 is one line (and, with
+    ``refusal_leaves_nothing``, no file in ``run_dir``), exit 1 is :func:`check_failure`'s. True for exit 0: the run
+    trained, and the caller checks what it wrote."""
+    assert outcome.code in codes, f"exit {outcome.code} ({outcome.message!r}); allowed: {sorted(codes)}"
+    if outcome.code == 2:
+        check_line(outcome)
+        if refusal_leaves_nothing:
+            assert not run_dir.exists() or not any(run_dir.iterdir()), "a refused run left files behind"
+    elif outcome.code == 1:
+        check_failure(outcome, run_dir)
+    return outcome.code == 0
+
+
 LOSS_COLUMNS = ("policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm")
 
 

@@ -24,9 +24,8 @@ from tests.fuzz.outcomes import (
     TALLY,
     act_in_env,
     check_checkpoints_finite,
+    check_exit,
     check_export,
-    check_failure,
-    check_line,
     check_metrics_finite,
     classify,
     fuzz_overrides,
@@ -66,12 +65,5 @@ def test_a_generated_env_trains_or_is_refused_in_one_line(spec, run, data):
         outcome = classify(lambda: shell.train(overrides=overrides, run_dir=run_dir, progress=False),
                            CASE_SECONDS, "the case")
         TALLY["generated env", outcome.code] += 1
-        codes = allowed(spec, run, mask_setting)
-        assert outcome.code in codes, f"exit {outcome.code} ({outcome.message!r}); allowed: {sorted(codes)}"
-        if outcome.code == 2:
-            check_line(outcome)
-            assert not run_dir.exists() or not any(run_dir.iterdir()), "a refused run left files behind"
-        elif outcome.code == 1:
-            check_failure(outcome, run_dir)
-        else:
+        if check_exit(outcome, allowed(spec, run, mask_setting), run_dir):
             check_success(run_dir, outcome.result.summary, spec, mask_setting, export, evaluate)

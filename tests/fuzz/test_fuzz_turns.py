@@ -42,8 +42,7 @@ from tests.fuzz.outcomes import (
     PREFIX,
     TALLY,
     check_checkpoints_finite,
-    check_failure,
-    check_line,
+    check_exit,
     check_metrics_finite,
     check_resume,
     classify,
@@ -247,13 +246,7 @@ def check_case(spec: dict[str, Any], run: dict[str, Any], setting: str, source: 
                                                run_dir=run_dir, progress=False), CASE_SECONDS, "the case")
         TALLY[label, outcome.code] += 1
         codes = allowed(spec, run, setting)
-        assert outcome.code in codes, f"exit {outcome.code} ({outcome.message!r}); allowed: {sorted(codes)}"
-        if outcome.code == 2:
-            check_line(outcome)
-            assert not run_dir.exists() or not any(run_dir.iterdir()), "a refused run left files behind"
-        elif outcome.code == 1:
-            check_failure(outcome, run_dir)
-        else:
+        if check_exit(outcome, codes, run_dir):
             check_metrics_finite(run_dir, outcome.result.summary)
             check_checkpoints_finite(run_dir)
             play(shell.load_policy(run_dir), spec, setting)

@@ -36,8 +36,7 @@ from tests.fuzz.fuzz_vmas import FuzzScenario  # noqa: E402
 from tests.fuzz.outcomes import (  # noqa: E402
     TALLY,
     check_checkpoints_finite,
-    check_failure,
-    check_line,
+    check_exit,
     check_metrics_finite,
     check_resume,
     classify,
@@ -146,13 +145,7 @@ def check_case(spec: dict[str, Any], run: dict[str, Any], export: str | None, re
         refused = refused_by_vmas(errors[0] if errors else None)
         assert refused is None, f"{refused} (exit 1: {outcome.message!r})"
         codes = allowed(spec, run)
-        assert outcome.code in codes, f"exit {outcome.code} ({outcome.message!r}); allowed: {sorted(codes)}"
-        if outcome.code == 2:
-            check_line(outcome)
-            assert not run_dir.exists() or not any(run_dir.iterdir()), "a refused run left files behind"
-        elif outcome.code == 1:
-            check_failure(outcome, run_dir)
-        else:
+        if check_exit(outcome, codes, run_dir):
             check_metrics_finite(run_dir, outcome.result.summary)
             check_checkpoints_finite(run_dir)
             act_in_env(shell.load_policy(run_dir), spec, run)
