@@ -347,6 +347,23 @@ class VmasLaneEnv:
         return out
 
     @staticmethod
+    def _has_nan(obs: list[torch.Tensor]) -> torch.Tensor:
+        """A 0-d bool tensor: whether any agent's observation ``[N, S]`` holds NaN (no device sync)."""
+        return torch.stack([torch.isnan(o).any() for o in obs]).any()
+
+    def _check_finite(self, obs: list[torch.Tensor], nan: bool, what: str) -> None:
+        """Refuse a NaN observation (``nan``: :meth:`_has_nan`'s answer) before the policy acts on it: its NaN
+        actions would reach VMAS, whose own assertion names neither.
+
+        Raises:
+            TrainingError: one line naming the first agent that observed NaN and the step.
+        """
+        if not nan:
+            return
+        agent = next(a.name for a, o in zip(self.env.agents, obs, strict=True) if bool(torch.isnan(o).any()))
+        raise TrainingError(f"env {self.name}: agent {agent!r} observed NaN{what} (at vector step {self.steps})")
+
+    @staticmethod
     def _where(done_rows: torch.Tensor, fresh: Any, old: Any) -> Any:
         if isinstance(fresh, dict):
             return {k: torch.where(done_rows[:, None], fresh[k], old[k]) for k in fresh}
@@ -370,6 +387,7 @@ class VmasLaneEnv:
         if seed is not None:
             self._streams = self._seeded(seed)
         obs = self._call(" on reset", lambda: self.env.reset())
+        self._check_finite(obs, bool(self._has_nan(obs)), " on reset")
         self.elapsed.zero_()
         self._return.zero_()
         rows = self._rows(obs)
@@ -409,7 +427,8 @@ class VmasLaneEnv:
         episode_return = self._return + reward
         episode_length = self.elapsed.clone()
         final = self._rows(obs)
-        any_ended, any_truncated = torch.stack((ended.any(), truncated.any())).tolist()  # one device sync
+        any_ended, any_truncated, nan = torch.stack((ended.any(), truncated.any(), self._has_nan(obs))).tolist()
+        self._check_finite(obs, nan, "")  # one device sync for the three
         current = final
         if any_ended:
             def reset_ended() -> list[torch.Tensor]:
@@ -420,7 +439,9 @@ class VmasLaneEnv:
                 return self.env.get_from_scenario(get_observations=True, get_infos=False, get_rewards=False,
                                                   get_dones=False)[0]
 
-            fresh = self._rows(self._call(" on reset", reset_ended))
+            fresh_obs = self._call(" on reset", reset_ended)
+            self._check_finite(fresh_obs, bool(self._has_nan(fresh_obs)), " on reset")
+            fresh = self._rows(fresh_obs)
             current = {g: self._where(ended.repeat_interleave(len(i)), fresh[g], final[g])
                        for g, i in self._index.items()}
         self.elapsed = torch.where(ended, 0, self.elapsed)

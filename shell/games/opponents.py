@@ -35,7 +35,8 @@ Bot = Callable[[Any, np.ndarray], Any]
 """A bot of ``run.eval_opponents`` or ``selfplay.bots``: ``bot(observation, action_mask) -> action``. ``observation``
 is the seat's observation as the policy sees it (NumPy; a Dict observation as a dict of arrays, without its
 ``action_mask`` key, an image or a Box flattened as the row holds it, e.g. tic-tac-toe's 3x3x2 planes as ``[18]``),
-``action_mask`` ``[A]`` bool (all true for a game without masks); the action an int in ``[0, A)``."""
+``action_mask`` ``[A]`` bool (all true for a game without masks); the action an int in ``[0, A)``, the index of
+its move (the library adds the space's ``start`` of a ``Discrete(A, start)`` game, as for the policy's moves)."""
 
 RANDOM_NAME = "random"
 """The name of the uniform-random player in the config's lists and in the ratings."""
@@ -50,15 +51,17 @@ class Opponent:
 
     name: str
 
-    def act(self, rows: Rows, mine: torch.Tensor, num_actions: int) -> torch.Tensor:
+    def act(self, rows: Rows, mine: torch.Tensor, num_actions: int, start: int = 0) -> torch.Tensor:
         """``[N]`` long: the opponent's moves in ``mine [N]`` bool, the rows it plays (it is called on to move in
-        those of them that are ``rows.valid``); the entries of other rows are ignored by the caller.
+        those of them that are ``rows.valid``), as the env takes them (a move's index plus ``start``, as the
+        policy's); the entries of other rows are ignored by the caller.
 
         Args:
             rows: the lane's rows as the env gives them (:class:`shell.envs.Rows`: ``obs`` raw ``[N, ...]``, ``valid``
                 ``[N]`` bool every row to move, ``action_mask`` ``[N, A]`` bool or None).
             mine: ``[N]`` bool on the rows' device.
             num_actions: the lane's Discrete action count A (every move is legal where ``action_mask`` is None).
+            start: the first move of the lane's ``Discrete(A, start)`` space (0 for most games).
         """
         raise NotImplementedError
 
@@ -84,9 +87,9 @@ class RandomOpponent(Opponent):
         self.name = RANDOM_NAME
         self.generator = generator
 
-    def act(self, rows: Rows, mine: torch.Tensor, num_actions: int) -> torch.Tensor:
+    def act(self, rows: Rows, mine: torch.Tensor, num_actions: int, start: int = 0) -> torch.Tensor:
         legal = legal_moves(rows, num_actions)
-        return torch.multinomial(legal.float(), 1, generator=self.generator).squeeze(1)
+        return torch.multinomial(legal.float(), 1, generator=self.generator).squeeze(1) + start
 
 
 class BotOpponent(Opponent):
@@ -101,8 +104,8 @@ class BotOpponent(Opponent):
     def __init__(self, name: str, bot: Bot, role: str = "opponent"):
         self.name, self.bot, self.role = name, bot, role
 
-    def act(self, rows: Rows, mine: torch.Tensor, num_actions: int) -> torch.Tensor:
-        """The bot's moves in its rows to move (:meth:`Opponent.act`; 0 elsewhere, never sent).
+    def act(self, rows: Rows, mine: torch.Tensor, num_actions: int, start: int = 0) -> torch.Tensor:
+        """The bot's moves in its rows to move (:meth:`Opponent.act`; ``start`` elsewhere, never sent).
 
         Raises:
             TrainingError: the bot returned an illegal move (or no integer), or raised, naming it and the move.
@@ -112,7 +115,7 @@ class BotOpponent(Opponent):
         for i in torch.nonzero(rows.valid & mine).flatten().tolist():
             legal = np.ones(num_actions, dtype=bool) if mask is None else mask[i]
             out[i] = bot_move(self.role, self.name, self.bot, rows.obs, i, legal)
-        return out.to(rows.valid.device)
+        return out.to(rows.valid.device) + start
 
 
 class SnapshotOpponent(Opponent):
@@ -129,15 +132,16 @@ class SnapshotOpponent(Opponent):
     def __init__(self, name: str, player: torch.nn.Module, generator: torch.Generator):
         self.name, self.player, self.generator = name, player, generator
 
-    def act(self, rows: Rows, mine: torch.Tensor, num_actions: int) -> torch.Tensor:
+    def act(self, rows: Rows, mine: torch.Tensor, num_actions: int, start: int = 0) -> torch.Tensor:
         return self.player.act(rows.obs, deterministic=False, generator=self.generator, action_mask=rows.action_mask)
 
 
 def play_rows(actions: torch.Tensor, opponent: Opponent, rows: Rows, mine: torch.Tensor,
-              num_actions: int) -> torch.Tensor:
-    """``actions`` (``[N]``, or ``[N, K]`` for K-part moves) with ``opponent``'s moves in its rows ``mine [N]``
-    bool (:meth:`Opponent.act`) and the given actions elsewhere."""
-    theirs = opponent.act(rows, mine, num_actions)
+              num_actions: int, start: int = 0) -> torch.Tensor:
+    """``actions`` (``[N]``, or ``[N, K]`` for K-part moves, as the env takes them) with ``opponent``'s moves in its
+    rows ``mine [N]`` bool (:meth:`Opponent.act`, a ``Discrete(num_actions, start)`` lane's) and the given actions
+    elsewhere."""
+    theirs = opponent.act(rows, mine, num_actions, start)
     where = mine.view(-1, *[1] * (actions.dim() - 1))  # over each row's components
     return torch.where(where, theirs.to(actions.dtype), actions)
 

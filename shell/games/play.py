@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
+from gymnasium import spaces
 
 from shell.envs import make_game
-from shell.errors import ConfigError, said
+from shell.errors import ConfigError, TrainingError, first_line, said, space_text
 from shell.inference import load_agent, policy_for, require_env
 
 __all__ = ["board_text", "play"]
@@ -36,9 +37,13 @@ def board_text(observation: Any, action_mask: Any = None) -> str:
     observations are printed as NumPy prints them.
 
     Args:
-        observation: the seat's observation (a Dict observation's ``"observation"`` key is read).
+        observation: the seat's observation (a Dict observation's ``"observation"`` key is read; a Dict without one
+            is printed key by key).
         action_mask: ``[A]`` of the seat's legal moves (only its length is read; None: no numbers).
     """
+    if isinstance(observation, dict) and "observation" not in observation:  # a game's own keys: each printed
+        return "\n".join(f"{key}: {np.array2string(np.asarray(part))}" for key, part in observation.items()
+                         if key != "action_mask")
     planes = np.asarray(observation["observation"] if isinstance(observation, dict) else observation)
     if planes.ndim != 3 or planes.shape[-1] != 2:
         return np.array2string(planes)
@@ -80,7 +85,8 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
     Raises:
         ConfigError: a bad target; a run that is not of a turn-based game, or was trained on a factory and no
             ``env`` is given (its config cannot rebuild the game); an ``env`` that does not make a turn-based game;
-            an unknown seat.
+            an unknown seat; a seat whose moves are not one Discrete choice (MultiDiscrete, MultiBinary, Box).
+        TrainingError: the game raised (one line naming it and the exception), or paid a non-finite reward.
     """
     import sys
 
@@ -99,20 +105,28 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
         policy = policy_for(agent, agents, config.policy.agent_id)
         seats = list(game.possible_agents)
         you = _seat(seat, seats)
-        game.reset(seed=seed)
+        space = game.action_space(you)
+        if not isinstance(space, spaces.Discrete):
+            raise ConfigError(f"play reads one number a move, and seat {you!r} of this game moves in "
+                              f"{space_text(space, 60)}; evaluate it with eval instead")
+        start = int(space.start)
+        _game_call(game, "reset", lambda: game.reset(seed=seed))
         score, moves = 0.0, 0
         for mover in game.agent_iter():
-            obs, reward, term, trunc, info = game.last()
+            obs, reward, term, trunc, info = _game_call(game, "last", game.last)
+            if not np.isfinite(reward):
+                raise TrainingError(f"the game paid seat {mover!r} a non-finite reward ({float(reward)}) after "
+                                    f"move {moves}")
             if mover == you:
                 score += float(reward)
             if term or trunc:
-                game.step(None)
+                _game_call(game, "step", lambda: game.step(None))
                 continue
             info_mask = _info_mask(info)
             if mover == you:
                 shown = info_mask if info_mask is not None or not isinstance(obs, dict) else obs.get("action_mask")
-                move = _your_move(obs, int(game.action_space(you).n), stdin, out, you, info_mask,
-                                  _seat_view(game, you, obs, shown))  # the board numbers the free squares
+                move = _your_move(obs, int(space.n), stdin, out, you, info_mask,
+                                  _seat_view(game, you, obs, shown), start)  # the board numbers the free squares
                 if move is None:
                     out(json.dumps({"seat": you, "score": score, "result": "unfinished", "moves": moves}))
                     return {"seat": you, "score": score, "result": "unfinished", "moves": moves}
@@ -121,15 +135,27 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
                 move = int(policy({mover: obs}, **masks)[mover])
                 named = getattr(game, "move_text", None)
                 out(f"{mover} (agent) plays {named(mover, move) if callable(named) else move}")
-            game.step(move)
+            _game_call(game, "step", lambda move=move: game.step(move))
             moves += 1
-        out(_seat_view(game, you, game.observe(you), None))
+        out(_seat_view(game, you, _game_call(game, "observe", lambda: game.observe(you)), None))
         result = "win" if score > 0 else "loss" if score < 0 else "draw"
         outcome = {"seat": you, "score": score, "result": result, "moves": moves}
         out(json.dumps(outcome))
         return outcome
     finally:
         game.close()
+
+
+def _game_call(game: Any, what: str, call: Callable[[], Any]) -> Any:
+    """``call()``, a call into the game (its ``reset``, ``last``, ``step`` or ``observe``); what the game raises
+    ends play in one line (TrainingError), as it ends training and evaluation."""
+    try:
+        return call()
+    except (ConfigError, TrainingError):
+        raise
+    except Exception as exc:
+        raise TrainingError(f"the game {type(game).__name__} raised {type(exc).__name__} on {what}: "
+                            f"{first_line(exc)}") from exc
 
 
 def _game_of(factory: Callable[[], Any]) -> Any:
@@ -160,13 +186,13 @@ def _seat(seat: str | None, seats: list[str]) -> str:
 
 
 def _your_move(obs: Any, n: int, stdin: TextIO, out: Callable[[str], None], you: str,
-               info_mask: np.ndarray | None = None, view: str | None = None) -> int | None:
-    """Your move of the ``n`` from ``stdin`` (asked again until legal: the observation's ``action_mask``, else the
-    info's (``info_mask``), else any); None at the end of the input. ``view`` is what is printed first (default:
-    :func:`board_text` of the observation)."""
+               info_mask: np.ndarray | None = None, view: str | None = None, start: int = 0) -> int | None:
+    """Your move of the ``n`` of a ``Discrete(n, start)`` space from ``stdin``, as the game takes it (asked again
+    until legal: the observation's ``action_mask``, else the info's (``info_mask``), else any); None at the end of
+    the input. ``view`` is what is printed first (default: :func:`board_text` of the observation)."""
     mask = np.asarray(obs["action_mask"], dtype=bool) if isinstance(obs, dict) and "action_mask" in obs \
         else info_mask if info_mask is not None else np.ones(n, dtype=bool)
-    legal = np.flatnonzero(mask).tolist()
+    legal = (np.flatnonzero(mask) + start).tolist()
     out(board_text(obs, mask) if view is None else view)
     while True:
         out(f"{you} (you, X): your move {legal}> ")

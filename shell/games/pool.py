@@ -42,7 +42,7 @@ import torch
 
 from shell.config import Config, SelfPlayConfig
 from shell.envs.base import LaneEnv, LaneSpec, Rows, StepResult
-from shell.errors import ConfigError
+from shell.errors import ConfigError, clipped
 from shell.games.opponents import (
     Opponent,
     RandomOpponent,
@@ -73,13 +73,14 @@ def check_selfplay(specs: dict[Any, LaneSpec], config: Config) -> None:
     ``selfplay.bot_prob > 0`` or ``selfplay.opening_moves > 0`` its actions one Discrete choice.
 
     Raises:
-        ConfigError: one line naming what to use instead (the groups of a game whose seats differ in spaces).
+        ConfigError: one line naming what to use instead (the groups of a game whose seats differ in spaces, at
+            most 200 characters).
     """
     cfg = config.selfplay
     if len(specs) > 1:
-        groups = {g: spec.agents for g, spec in specs.items()}
-        raise ConfigError(f"[selfplay] needs one policy for every seat, and this game's seats differ in spaces: they "
-                          f"form the groups {groups}; train them as these groups (each learns) without [selfplay]")
+        groups = "; ".join(f"{g}: {', '.join(spec.agents)}" for g, spec in specs.items())
+        raise ConfigError(f"[selfplay] needs one policy in every seat, and this game's seats differ in spaces "
+                          f"({len(specs)} groups: {clipped(groups, 60)}); train without [selfplay] (each group learns)")
     spec = next(iter(specs.values()))
     if not spec.turns or not spec.agents or len(spec.agents) < 2:
         raise ConfigError("[selfplay] serves turn-based games of two seats or more (env.backend = \"pettingzoo\" "
@@ -255,16 +256,17 @@ class OpponentPool:
             TrainingError: a bot returned an illegal move, naming it and the move.
         """
         S = len(self.seats)
-        n = int(self.agent.action_space.n) if isinstance(self.agent.action_space, gym.spaces.Discrete) else 0
+        space = self.agent.action_space
+        n, start = (int(space.n), int(space.start)) if isinstance(space, gym.spaces.Discrete) else (0, 0)
         owner = np.repeat(self.opponent, S)
         opening = np.repeat(self.in_opening(), S)
         theirs = ~(self.learner_rows() | opening)  # an opening's rows: at random below
         out = actions
         for key in np.unique(owner[theirs]).tolist():
             mine = torch.as_tensor((owner == key) & theirs, device=actions.device)
-            out = play_rows(out, self.seated(key), rows, mine, n)
+            out = play_rows(out, self.seated(key), rows, mine, n, start)
         if opening.any():  # whoever plays these copies, their moves are at random
-            out = play_rows(out, self.random, rows, torch.as_tensor(opening, device=actions.device), n)
+            out = play_rows(out, self.random, rows, torch.as_tensor(opening, device=actions.device), n, start)
         return out
 
     # ------------------------------------------------------------------ checkpoints

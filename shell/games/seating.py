@@ -34,12 +34,12 @@ class Seating:
         self.policy_seat = [self.seats[i % len(self.seats)] for i in range(copies)]
         self.policy_rows = {g: torch.tensor([agent == self.policy_seat[i] for i in range(copies)
                                              for agent in spec.agents], device=device) for g, spec in specs.items()}
-        self._moves_of = {g: int(spec.action_space.n) for g, spec in specs.items()}
+        self._moves_of = {g: (int(spec.action_space.n), int(spec.action_space.start)) for g, spec in specs.items()}
         self._copies = copies
 
     def actions(self, lane: Any, policy_actions: torch.Tensor, rows: Rows, opponent: Opponent) -> torch.Tensor:
         """``[N]`` the policy's actions in its rows of ``lane``, the opponent's moves elsewhere."""
-        return play_rows(policy_actions, opponent, rows, ~self.policy_rows[lane], self._moves_of[lane])
+        return play_rows(policy_actions, opponent, rows, ~self.policy_rows[lane], *self._moves_of[lane])
 
     def score(self, lane: Any, reward: torch.Tensor) -> np.ndarray:
         """``[E]`` the reward of the policy's seat in each copy (0 where the lane holds another seat)."""

@@ -208,9 +208,9 @@ def test_a_group_absent_at_the_first_reset_is_not_trained_unmasked_in_silence(tm
            "run.eval_episodes": 1, "run.device": "cpu", "run.loggers": []}
     with pytest.raises(ConfigError) as info:
         shell.train(overrides=run, run_dir=tmp_path / "auto", progress=False)
-    assert str(info.value) == ("env tests.fuzz.fuzz_agents: group 'relay' was absent at the first reset, so "
-                               "env.action_mask = 'auto' found no masks, but its agents' info holds 'action_mask': "
-                               "set env.action_mask = 'info'")
+    assert str(info.value) == ("env tests.fuzz.fuzz_agents: no agent of group 'relay' was to move at the first "
+                               "reset, so env.action_mask = 'auto' found no masks, but its agents' info holds "
+                               "'action_mask': set env.action_mask = 'info'")
     assert not (tmp_path / "auto").exists()
     result = shell.train(overrides={**run, "env.action_mask": "info"}, run_dir=tmp_path / "info", progress=False)
     assert result.summary["env_steps"] == 16  # the env refuses an action against its mask: none was sent

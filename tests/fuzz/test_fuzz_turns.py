@@ -121,22 +121,7 @@ def refusals(spec: dict[str, Any], run: dict[str, Any], setting: str) -> list[st
 def known_bug(spec: dict[str, Any], run: dict[str, Any], setting: str, evaluate: bool,
               play: bool = False) -> str | None:
     """A reported bug of the library that a case would meet (the case is discarded, not passed, until it is fixed;
-    each has a strict xfail test below that passes once it is)."""
-    if any("different spaces" in r for r in selfplay_refusals(spec, run)):
-        return "the [selfplay] refusal of seats of different spaces passes 200 characters"
-    shifted = any(s["act"]["type"] == "discrete" and s["act"]["start"] != 0 for s in spec["seats"])
-    random_moves = any(run.get(k, 0) for k in ("selfplay.random_prob", "selfplay.opening_moves", "selfplay.bot_prob"))
-    opponents = run["run.eval_episodes"] > 0 or evaluate or play or random_moves
-    if shifted and opponents:
-        return "random, bot and play's moves of a Discrete(n, start) game leave out the start"
-    if setting == "auto" and spec["mask"] == "info" and spec["waiting"] == "absent":
-        return "'auto' reads no mask from the info of a seat that is not to move, and trains unmasked"
-    if play and any(s["obs"]["type"] == "dict" for s in spec["seats"]):
-        return "play draws a Dict observation without an 'observation' key: KeyError"
-    if play and any(s["act"]["type"] != "discrete" for s in spec["seats"]):
-        return "play of a game whose moves are not one Discrete choice: TypeError"
-    if play and spec["fault"] is not None:
-        return "play lets a game's own fault out as a traceback, or scores a NaN reward as a draw"
+    each has a strict xfail test below that passes once it is). None open."""
     return None
 
 
@@ -280,9 +265,10 @@ def test_a_generated_turn_based_game_trains_or_is_refused_in_one_line(spec, run,
     check_case(spec, run, setting, source, export, evaluate, play_script, resume)
 
 
-# ----------------------------------------------------------------------------- bugs found, open
-# Each is a case the generated test discards (known_bug) until the bug is fixed; once it is, its test below passes,
-# strict xfail turns that into a failure, and the case and its entry in known_bug go.
+# ----------------------------------------------------------------------------- bugs found, fixed
+# Each was a case the generated test discarded (known_bug) while the bug was open, held by a strict xfail; now fixed,
+# its case is generated again and its test guards the fix. A new bug: its case in known_bug, its test here
+# under @pytest.mark.xfail(strict=True, reason="open bug: ..."), named test_open_bug_...
 BOX = {"type": "box", "shape": [3], "dtype": "float32", "low": -1.0, "high": 1.0}
 GAME = {"seats": [{"obs": BOX, "act": {"type": "discrete", "n": 3, "start": 0}}] * 2, "mask": "obs",
         "mask_dtype": "int8", "waiting": "zeros", "one_legal": 0.0, "order": "cycle", "games": [[5, "terminated", 0]],
@@ -294,62 +280,41 @@ RUN = {"env.backend": "pettingzoo", "env.num_envs": 2, "ppo.num_steps": 8, "ppo.
        "run.loggers": []}
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: shell/games/opponents.py and shell/games/play.py play moves of "
-                                       "[0, n), not of the space: random moves (evaluation, selfplay.random_prob) and "
-                                       "your moves in play of a Discrete(n, start) game are outside it")
 @pytest.mark.parametrize("sets", [{}, {"run.eval_episodes": 0, "selfplay.random_prob": 1.0}, {"run.eval_episodes": 0}])
-def test_open_bug_random_moves_of_a_game_of_discrete_moves_with_a_start_are_moves_of_its_space(sets):
+def test_fixed_bug_random_moves_of_a_game_of_discrete_moves_with_a_start_are_moves_of_its_space(sets):
     spec = {**GAME, "seats": [{"obs": BOX, "act": {"type": "discrete", "n": 3, "start": -3}}] * 2}
     run = {**RUN, **sets}
-    play = None if sets != {"run.eval_episodes": 0} else (None, ["0", "1", "2"] * 4)
-    assert known_bug(spec, run, "auto", False, play is not None)
-    check_case(spec, run, "auto", "factory", None, False, play, label="open bug")
+    play = None if sets != {"run.eval_episodes": 0} else (None, ["0", "-3", "-2", "-1"] * 4)  # 0: not a move
+    check_case(spec, run, "auto", "factory", None, False, play, label="fixed bug")
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: shell/games/pool.py's refusal of [selfplay] on seats of different "
-                                       "spaces quotes the groups and passes 200 characters (214 for two seats)")
-def test_open_bug_the_selfplay_refusal_of_seats_of_different_spaces_is_one_short_line():
+def test_fixed_bug_the_selfplay_refusal_of_seats_of_different_spaces_is_one_short_line():
     spec = {**GAME, "seats": [GAME["seats"][0], {"obs": {**BOX, "shape": [2]}, "act": GAME["seats"][0]["act"]}]}
     run = {**RUN, "selfplay.snapshot_every": 1}
-    assert known_bug(spec, run, "auto", False)
-    check_case(spec, run, "auto", "factory", None, False, label="open bug")
+    check_case(spec, run, "auto", "factory", None, False, label="fixed bug")
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: shell/envs/pettingzoo/rows.py settles env.action_mask = 'auto' from "
-                                       "the first seat's info; a game that gives the mask in the info of the seat to "
-                                       "move only, whose first mover is not seat_0, trains unmasked in silence")
-def test_open_bug_auto_finds_the_masks_a_game_gives_in_the_info_of_the_seat_to_move_only():
+def test_fixed_bug_auto_finds_the_masks_a_game_gives_in_the_info_of_the_seat_to_move_only():
     spec = {**GAME, "mask": "info", "waiting": "absent", "seed": 2}  # seat_1 moves first in a copy
-    assert known_bug(spec, RUN, "auto", False)
-    check_case(spec, RUN, "auto", "factory", None, False, label="open bug")
+    check_case(spec, RUN, "auto", "factory", None, False, label="fixed bug")
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: shell/games/play.py's board_text reads obs['observation'] of every "
-                                       "Dict observation: a game that observes other keys ends play with KeyError")
-def test_open_bug_play_shows_a_dict_observation_without_an_observation_key():
+def test_fixed_bug_play_shows_a_dict_observation_without_an_observation_key():
     spec = {**GAME, "seats": [{"obs": {"type": "dict", "spaces": {"board": BOX}}, "act": GAME["seats"][0]["act"]}] * 2}
     run = {**RUN, "run.eval_episodes": 0}
-    assert known_bug(spec, run, "auto", False, play=True)
-    check_case(spec, run, "auto", "factory", None, False, (None, ["0", "1", "2"]), label="open bug")
+    check_case(spec, run, "auto", "factory", None, False, (None, ["0", "1", "2"]), label="fixed bug")
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: shell/games/play.py reads game.action_space(seat).n: a game whose "
-                                       "moves are not one Discrete choice ends play with a TypeError, not one line")
 @pytest.mark.parametrize("act", [{"type": "multidiscrete", "nvec": [3, 2], "start": [0, 0]}, {"type": "multibinary",
                                                                                                 "n": 3}])
-def test_open_bug_play_of_a_game_of_moves_that_are_not_one_discrete_choice_plays_or_is_refused_in_one_line(act):
+def test_fixed_bug_play_of_a_game_of_moves_that_are_not_one_discrete_choice_plays_or_is_refused_in_one_line(act):
     spec = {**GAME, "mask": None, "seats": [{"obs": BOX, "act": act}] * 2}
     run = {**RUN, "run.eval_episodes": 0}
-    assert known_bug(spec, run, "auto", False, play=True)
-    check_case(spec, run, "auto", "factory", None, False, (None, ["0", "1", "2"]), label="open bug")
+    check_case(spec, run, "auto", "factory", None, False, (None, ["0", "1", "2"]), label="fixed bug")
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: shell/games/play.py lets a game that raises out as a traceback "
-                                       "(ppo-core play: exit 1 and the traceback), and scores a game that pays a NaN "
-                                       "reward as a draw, its JSON line holding NaN (evaluation stops in one line)")
 @pytest.mark.parametrize("kind", ["raise", "nan_reward"])
-def test_open_bug_play_of_a_game_that_raises_or_pays_nan_ends_in_one_line(kind):
+def test_fixed_bug_play_of_a_game_that_raises_or_pays_nan_ends_in_one_line(kind):
     spec = {**GAME, "games": [[8, "terminated", 0]], "fault": {"kind": kind, "at": 6}}  # past training's 4 moves
     run = {**RUN, "env.num_envs": 1, "ppo.num_steps": 4, "run.total_timesteps": 4, "run.eval_episodes": 0}
-    assert known_bug(spec, run, "auto", False, play=True)
-    check_case(spec, run, "auto", "factory", None, False, (None, ["0", "1", "2"] * 8), label="open bug")
+    check_case(spec, run, "auto", "factory", None, False, (None, ["0", "1", "2"] * 8), label="fixed bug")

@@ -83,9 +83,7 @@ def allowed(spec: dict[str, Any], run: dict[str, Any]) -> set[int]:
 
 def known_bug(spec: dict[str, Any]) -> str | None:
     """A reported bug of the library that a case would meet (the case is discarded, not passed, until it is fixed;
-    its strict xfail test below passes once it is)."""
-    if spec["fault"] is not None and spec["fault"]["kind"] == "nan_obs":
-        return "the policy acts on a NaN observation of VMAS, which refuses its NaN actions"
+    its strict xfail test below passes once it is). None open."""
     return None
 
 
@@ -165,12 +163,11 @@ def test_a_generated_vmas_scenario_trains_or_is_refused_in_one_line(spec, run, d
     check_case(spec, run, export, data.draw(st.sampled_from([False] * 4 + [True]), label="resume"))
 
 
-# ----------------------------------------------------------------------------- bugs found, open
-# Each is a case the generated test discards (known_bug) until the bug is fixed; once it is, its test below passes,
-# strict xfail turns that into a failure, and the case and its entry in known_bug go.
-@pytest.mark.xfail(strict=True, reason="open bug: shell/envs/vmas.py hands a NaN observation to the policy, whose NaN "
-                                       "actions VMAS refuses: 'env <lambda> raised AssertionError: ' names neither")
-def test_open_bug_a_nan_observation_of_vmas_ends_training_with_one_line_not_nan_actions():
+# ----------------------------------------------------------------------------- bugs found, fixed
+# Each was a case the generated test discarded (known_bug) while the bug was open, held by a strict xfail; now fixed,
+# its case is generated again and its test guards the fix. A new bug: its case in known_bug, its test here
+# under @pytest.mark.xfail(strict=True, reason="open bug: ..."), named test_open_bug_...
+def test_fixed_bug_a_nan_observation_of_vmas_ends_training_with_one_line_not_nan_actions():
     spec = {"kinds": [{"name": "runner", "count": 2, "obs_size": 3, "action_size": 2, "nvec": None, "u_range": 1.0,
                        "silent": True}], "dim_c": 0, "observation": "flat", "lengths": [0], "reward_scale": 1.0,
             "fault": {"kind": "nan_obs", "at": 1}}
@@ -178,5 +175,4 @@ def test_open_bug_a_nan_observation_of_vmas_ends_training_with_one_line_not_nan_
            "env.action_mask": "auto", "ppo.num_steps": 4, "ppo.num_minibatches": 1, "ppo.update_epochs": 1,
            "policy.hidden_sizes": [8], "policy.critic": "local", "run.total_timesteps": 16, "run.eval_episodes": 0,
            "run.checkpoint_every": 1, "run.device": "cpu", "run.loggers": []}
-    assert known_bug(spec)
-    check_case(spec, run, None, label="open bug")
+    check_case(spec, run, None, label="fixed bug")

@@ -97,11 +97,25 @@ def test_play_rows_takes_the_opponents_moves_in_its_rows_only():
     assert out.tolist() == [7, 1, 7, 1]
 
     class TwoParts(Opponent):  # a snapshot of a MultiDiscrete policy moves [N, K]
-        def act(self, rows, mine, num_actions):
+        def act(self, rows, mine, num_actions, start=0):
             return torch.ones(len(rows.valid), 2, dtype=torch.long)
 
     two_part = play_rows(torch.full((4, 2), 7), TwoParts(), rows, mine, 2)
     assert two_part.tolist() == [[7, 7], [1, 1], [7, 7], [1, 1]]
+
+
+@pytest.mark.parametrize("start", [-3, 0, 5])
+def test_random_and_bot_moves_are_moves_of_a_discrete_space_with_a_start(start):
+    """A Discrete(n, start) lane: the random and bot opponents' moves are its index plus start, as the policy's
+    (a bot answers the index of a legal move)."""
+    rows = rows_of([[False, True, True], [True, False, False]], [True, True])
+    mine = torch.ones(2, dtype=torch.bool)
+    random = play_rows(torch.zeros(2, dtype=torch.long), RandomOpponent(torch.Generator().manual_seed(0)), rows,
+                       mine, 3, start)
+    assert random[0].item() in (start + 1, start + 2) and random[1].item() == start
+    bot = play_rows(torch.zeros(2, dtype=torch.long), BotOpponent("b", lambda o, m: int(m.nonzero()[0][-1]), "r"),
+                    rows, mine, 3, start)
+    assert bot.tolist() == [start + 2, start]
 
 
 def test_the_pools_draw_follows_the_reference_rule():

@@ -134,13 +134,20 @@ class GroupRows:
     def read_masks(self, i: int, obs: dict, infos: dict, at_reset: bool) -> None:
         """Keep copy i's masks (all true for rows that are not valid, a gone agent or a seat whose turn it is not:
         their action is ignored, and a classic game's all-false mask of a waiting seat is never read)."""
-        # "auto": the first reset decides whether infos carry masks (the first agent's info)
-        first = next((infos[a] for a in self.agents if a in infos), None)
-        if first is None and self.mask_source == masks.PENDING_INFO:
-            self._unseen = True  # "auto" decides "no masks" on no info: refused below if its agents show masks later
+        # "auto": the first reset decides whether infos carry masks: an info of the group that holds one (a game
+        # may give it to the seat to move only), else the first agent's
+        M = self.rows_per_env
+        first = None
+        if self.mask_source == masks.PENDING_INFO:
+            seen = [infos[a] for a in self.agents if a in infos]
+            first = next((info for info in seen if info and masks.MASK_KEY in info), seen[0] if seen else None)
+            to_move = any(self._acting()[i * M + j] and a in infos for j, a in enumerate(self.agents))
+            if first is None or (masks.MASK_KEY not in first and not to_move):
+                self._unseen = True  # "no masks", decided with no seat of the group to move: refused below if its
+                # agents show masks later
         elif self._unseen and any(masks.MASK_KEY in (infos.get(a) or {}) for a in self.agents):
-            raise ConfigError(f"env {self.parent.name}: group {self.group!r} was absent at the first reset, so "
-                              "env.action_mask = 'auto' found no masks, but its agents' info holds "
+            raise ConfigError(f"env {self.parent.name}: no agent of group {self.group!r} was to move at the first "
+                              "reset, so env.action_mask = 'auto' found no masks, but its agents' info holds "
                               f"{masks.MASK_KEY!r}: set env.action_mask = 'info'")
         try:
             source = self.mask_source = masks.settle_source(self.mask_source, first, self.action_space,
@@ -149,7 +156,6 @@ class GroupRows:
             raise masks.env_error(exc, self.parent.name, at_reset, self.parent.steps) from None
         if source is None:
             return
-        M = self.rows_per_env
         acting = self._acting()
         for j, agent in enumerate(self.agents):
             r = i * M + j
