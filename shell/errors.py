@@ -82,6 +82,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "format": ("format={v!r}", "--format {v}"),
     "out": ("out={v!r}", "--out {v}"),
     "seat": ("seat={v!r}", "--seat {v!r}"),
+    "resume_instead": ("its script calling shell.resume({v!r}) in place of shell.train",  # a torchrun command
+                       "--resume {v} in place of --config, --run-dir and --set"),
 }
 FRONT_ENDS = ("python", "cli")
 _speaking = "python"  # the library's default; the CLI sets "cli" for its process (shell/cli.py, main)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,17 +24,17 @@ from shell.config import Config, EnvConfig, PolicyConfig
 from shell.envs import Rows, make_lanes
 from shell.envs import eval_env_config as backend_eval_config
 from shell.envs.masks import require_mask
-from shell.errors import ConfigError, TrainingError, said
-from shell.games import Bot, Opponent, Ratings, Seating, import_bots, named_opponent, snapshot_players
+from shell.errors import ConfigError, TrainingError, clipped, said
+from shell.games import Bot, Opponent, RandomOpponent, Ratings, Seating, import_bots, named_opponent, snapshot_players
 from shell.games.exploitability import Exploitability, measures_exploitability, policy_exploitability
 from shell.inference import load_agent, require_env, resolve_checkpoint
 from shell.installation import install_hint
-from shell.seeding import eval_seeds, opponent_seed
+from shell.seeding import eval_seeds, opening_seed, opponent_seed
 from shell.stop import StopRequest
 from shell.tracking import log_videos
 
-__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "Bot", "EvalResult", "EvalSpec", "eval_checkpoint", "eval_env_config",
-           "eval_episode_cap", "eval_fields", "evaluate", "resolve_opponents"]
+__all__ = ["DEFAULT_EVAL_MAX_EPISODE_STEPS", "Bot", "EvalResult", "EvalSpec", "check_opponents", "eval_checkpoint",
+           "eval_env_config", "eval_episode_cap", "eval_fields", "evaluate", "resolve_opponents"]
 
 DEFAULT_EVAL_MAX_EPISODE_STEPS = 10_000
 
@@ -58,6 +59,9 @@ class EvalResult(NamedTuple):
         exploitability: OpenSpiel games with ``EvalSpec.exploitability``: the policy's exact NashConv and
             exploitability (:func:`shell.games.exploitability.policy_exploitability`); None otherwise.
         average_exploitability: the same figure of the run's average policy (``EvalSpec.average``); None otherwise.
+        distinct_per_opponent: turn-based games: against each opponent of ``returns_per_opponent``, by seat, how many
+            of the games differed (two games are the same when every move and every mover's observation are);
+            None otherwise.
     """
 
     returns: list[float]
@@ -70,6 +74,7 @@ class EvalResult(NamedTuple):
     ratings: dict[str, float | None] | None = None
     exploitability: Exploitability | None = None
     average_exploitability: Exploitability | None = None
+    distinct_per_opponent: dict[str, dict[str, int]] | None = None
 
 
 @attrs.frozen
@@ -114,6 +119,7 @@ class EvalSpec:
     render_mode: str | None = None
     exploitability: bool = False
     average: torch.nn.Module | None = None
+    opening_moves: int = 0
 
     @classmethod
     def of_run(cls, config: Config, **changes: Any) -> EvalSpec:
@@ -125,7 +131,25 @@ class EvalSpec:
         return cls(**{"env": config.env, "episodes": run.eval_episodes, "seed": run.seed,
                       "seed_scheme": run.seed_scheme, "policy": config.policy,
                       "max_episode_steps": run.eval_max_episode_steps, "opponents": tuple(run.eval_opponents),
-                      **changes})
+                      "opening_moves": run.eval_opening_moves, **changes})
+
+
+def check_opponents(config: Config, lanes: dict[Any, Any]) -> None:
+    """Refuse ``run.eval_opponents`` bots and ``run.eval_opening_moves`` where the evaluation plays no opponent (an
+    env that is not a turn-based game of Discrete moves, :meth:`shell.games.Ratings.serves`): they would be ignored.
+
+    Raises:
+        ConfigError: one line naming the key.
+    """
+    if Ratings.serves(lanes):
+        return
+    run = config.run
+    if list(run.eval_opponents) != ["random"]:
+        raise ConfigError(f"run.eval_opponents = {clipped(run.eval_opponents, 40)}: bots play turn-based games of "
+                          f"Discrete moves only, and {clipped(config.env.id, 30)} is not one; leave the key out")
+    if run.eval_opening_moves:
+        raise ConfigError(f"run.eval_opening_moves = {run.eval_opening_moves}: openings are of turn-based games of "
+                          f"Discrete moves only, and {clipped(config.env.id, 30)} is not one; set it to 0")
 
 
 def resolve_opponents(names: Sequence[str]) -> dict[str, Bot | None]:
@@ -203,7 +227,7 @@ def evaluate(agent: torch.nn.Module, spec: EvalSpec, device: torch.device, stop:
     run = _Episodes(env, env_cfg, eval_episode_cap(env_cfg, spec.max_episode_steps, env.max_episode_steps), spec,
                     device, stop, on_step)
     ratings = ratings or Ratings(env.lanes, spec.seed, spec.seed_scheme)
-    per_opponent, elo = None, None
+    per_opponent, elo, distinct = None, None, None
     try:
         if ratings.rated:
             seating = Seating(env.lanes, env.copies, device)
@@ -213,6 +237,9 @@ def evaluate(agent: torch.nn.Module, spec: EvalSpec, device: torch.device, stop:
             sides += [ratings.snapshot_opponent(u, player, device) for u, player in spec.snapshots.items()]
             games = [run.play(agent, seating, side, frames if k == 0 else None) for k, side in enumerate(sides)]
             per_opponent = {side.name: seating.by_seat(game[0]) for side, game in zip(sides, games, strict=True)}
+            distinct = {side.name: {seat: len(set(keys)) for seat, keys in seating.by_seat(game[4]).items()}
+                        for side, game in zip(sides, games, strict=True)}
+            _warn_repeated(per_opponent, distinct)
             elo = ratings.rate({side.name: game[0] for side, game in zip(sides, games, strict=True)}, bots,
                                spec.snapshots, device,
                                lambda player, opponent, sampling: run.play(player, seating, opponent, None,
@@ -225,11 +252,28 @@ def evaluate(agent: torch.nn.Module, spec: EvalSpec, device: torch.device, stop:
                           f"run: {install_hint('video')}") from None
     finally:
         env.close()
-    returns, per_agent, per_group, truncated = result
+    returns, per_agent, per_group, truncated, _ = result
     several_agents = any(lane.agents is not None for lane in env.lanes.values())
     return EvalResult(returns, truncated, run.cap, per_agent if several_agents and per_opponent is None else None,
                       per_group if len(env.lanes) > 1 else None, env.render_fps, per_opponent, elo,
-                      _exploitability(agent, spec, env.lanes), _exploitability(spec.average, spec, env.lanes))
+                      _exploitability(agent, spec, env.lanes), _exploitability(spec.average, spec, env.lanes),
+                      distinct)
+
+
+def _warn_repeated(per_opponent: dict[str, dict[str, list[float]]], distinct: dict[str, dict[str, int]]) -> None:
+    """One line on stderr (once per process and opponent) where every game of a seat against an opponent was the
+    same game: deterministic moves on both sides, so its count overstates what was measured."""
+    for name, seats in distinct.items():
+        for seat, count in seats.items():
+            games = len(per_opponent[name][seat])
+            message = (f"evaluation: the {games} games of seat {seat!r} against {name!r} were one game (deterministic "
+                       "moves on both sides); set run.eval_opening_moves to vary them")
+            if count == 1 and games > 1 and message not in _WARNED:
+                _WARNED.add(message)
+                print(f"warning: {message}", file=sys.stderr)
+
+
+_WARNED: set[str] = set()
 
 
 def _exploitability(agent: torch.nn.Module | None, spec: EvalSpec, lanes: dict[Any, Any]) -> Exploitability | None:
@@ -254,10 +298,13 @@ class _Episodes:
 
     def play(self, agent: torch.nn.Module, seating: Seating | None, opponent: Opponent | None,
              frames: list | None = None, sampling: torch.Generator | None = None
-             ) -> tuple[list[float], list[float], dict[Any, list[float]], int]:
+             ) -> tuple[list[float], list[float], dict[Any, list[float]], int, list[int]]:
         """One episode per copy: each copy's return (in a game, the policy's score: ``seating``'s seat of it against
-        ``opponent``), per agent, per group, and how many were truncated. The agent plays its deterministic moves,
-        or samples them from ``sampling`` where given (a snapshot's rating games)."""
+        ``opponent``), per agent, per group, how many were truncated, and (in a game) each copy's game as a key that
+        two games share when every move and every mover's observation are the same (0 elsewhere). The agent plays
+        its deterministic moves, or samples them from ``sampling`` where given (a snapshot's rating games); in a
+        game the first ``spec.opening_moves`` moves of each copy are uniform-random legal moves of the opening
+        stream (:func:`shell.seeding.opening_seed`, the same for every opponent)."""
         env, spec, device = self.env, self.spec, self.device
         specs = env.lanes
         E = env.copies
@@ -265,6 +312,11 @@ class _Episodes:
         per_agent: list[float | None] = [None] * E
         per_group: dict[Any, list[float | None]] = {g: [None] * E for g in specs}
         truncated = 0
+        games = seating is not None
+        openings = RandomOpponent(torch.Generator(device).manual_seed(opening_seed(spec.seed, spec.seed_scheme))) \
+            if games and spec.opening_moves > 0 else None
+        moves = np.zeros(E, dtype=np.int64)  # the moves made in each copy's game
+        keys, game_keys = [0] * E, [0] * E
         policies = _lane_policies(agent, specs)
         rows = env.reset(seed=eval_seeds(spec.seed, spec.seed_scheme, spec.episodes, spec.first_episode))
         ep_return = np.zeros(E)
@@ -289,6 +341,11 @@ class _Episodes:
                                                                  action_mask=mask)
                     if seating is not None:
                         actions[g] = seating.actions(g, actions[g], rows[g], opponent)
+                        if openings is not None and (moves < spec.opening_moves).any():
+                            actions[g] = seating.opening(g, actions[g], rows[g], openings, moves < spec.opening_moves)
+                        _game_keys(keys, g, rows[g], actions[g], specs[g].rows_per_copy)
+                if games:
+                    moves += _by_copy([rows[g].valid for g in specs], E).any(axis=1)
                 results = env.step(actions)
                 if self.on_step is not None:
                     self.on_step()
@@ -313,7 +370,11 @@ class _Episodes:
                         for g in specs:
                             per_group[g][i] = float(group_return[g][i])
                         truncated += int(not terminated[i].any())
+                        game_keys[i] = keys[i]
                 done = ended | by_cap
+                moves[done] = 0
+                for i in np.flatnonzero(done):
+                    keys[i] = 0
                 ep_return[done] = 0.0
                 for g in specs:
                     group_return[g][done] = 0.0
@@ -323,7 +384,21 @@ class _Episodes:
                 starts = {g: (results[g].terminated | results[g].truncated) if results[g].episode_start is None
                           else results[g].episode_start for g in specs}
                 rows = {g: Rows(results[g].obs, results[g].valid, results[g].action_mask) for g in specs}
-        return returns, per_agent, per_group, truncated
+        return returns, per_agent, per_group, truncated, game_keys
+
+
+def _game_keys(keys: list[int], lane: Any, rows: Rows, actions: torch.Tensor, rows_per_copy: int) -> None:
+    """Fold each move of ``lane`` (its rows to move: their observation and action) into its copy's key in
+    ``keys`` (a hash, compared within one process only)."""
+    valid = np.flatnonzero(rows.valid.cpu().numpy())
+    if not len(valid):
+        return
+    parts = list(rows.obs.values()) if isinstance(rows.obs, dict) else [rows.obs]
+    seen = [part.cpu().numpy().reshape(len(rows.valid), -1) for part in parts]
+    moved = actions.cpu().numpy().reshape(len(rows.valid), -1)
+    for r in valid.tolist():
+        i = r // rows_per_copy
+        keys[i] = hash((keys[i], lane, r % rows_per_copy, moved[r].tobytes(), *(x[r].tobytes() for x in seen)))
 
 
 def _lane_policies(agent: torch.nn.Module, specs: dict) -> dict:
@@ -435,7 +510,9 @@ def _record(agent: torch.nn.Module, config: Config, path: Path, video_episodes: 
 def eval_fields(outcome: EvalResult) -> dict[str, Any]:
     """The evaluation's keys of the summary and of eval.json. A turn-based game adds ``eval_vs``: for each evaluation
     opponent (then each snapshot of the self-play pool), by the seat the policy played, its ``win``, ``draw`` and
-    ``loss`` rates and its ``games``; ``eval_return_mean`` is then the policy's mean score against the first
+    ``loss`` rates, its ``games`` and how many of them were ``distinct`` (the rates and the ratings count every game:
+    a deterministic policy against a deterministic bot plays one game however many it counts; see
+    ``run.eval_opening_moves``); ``eval_return_mean`` is then the policy's mean score against the first
     opponent over both seats. It adds ``elo`` too: every player's Elo rating (``"random"`` = 0, see
     :class:`shell.games.Ratings`), the policy's under ``"policy"``. An OpenSpiel game whose exploitability was
     measured adds ``nash_conv`` and ``exploitability`` (``run.exploitability``), and of a run with an average policy
@@ -452,7 +529,8 @@ def eval_fields(outcome: EvalResult) -> dict[str, Any]:
         **({} if outcome.returns_per_group is None else {
             "eval_return_per_group": {g: statistics.fmean(r) for g, r in outcome.returns_per_group.items()}}),
         **({} if outcome.returns_per_opponent is None else {
-            "eval_vs": {name: {seat: _outcomes(scores) for seat, scores in seats.items()}
+            "eval_vs": {name: {seat: _outcomes(scores, (outcome.distinct_per_opponent or {}).get(name, {}).get(seat))
+                               for seat, scores in seats.items()}
                         for name, seats in outcome.returns_per_opponent.items()}}),
         **({} if outcome.ratings is None else {"elo": outcome.ratings}),
         **_exploitability_fields("", outcome.exploitability),
@@ -465,9 +543,11 @@ def _exploitability_fields(prefix: str, figure: Exploitability | None) -> dict[s
                                       f"{prefix}exploitability": figure.exploitability}
 
 
-def _outcomes(scores: list[float]) -> dict[str, Any]:
-    """A seat's games as win, draw and loss rates (by the sign of the policy's score) and their count."""
+def _outcomes(scores: list[float], distinct: int | None = None) -> dict[str, Any]:
+    """A seat's games as win, draw and loss rates (by the sign of the policy's score), their count, and how many of
+    them differed (``distinct``, where known)."""
     n = len(scores)
     rate = (lambda k: k / n) if n else (lambda k: None)
     return {"win": rate(sum(s > 0 for s in scores)), "draw": rate(sum(s == 0 for s in scores)),
-            "loss": rate(sum(s < 0 for s in scores)), "games": n}
+            "loss": rate(sum(s < 0 for s in scores)), "games": n,
+            **({} if distinct is None else {"distinct": distinct})}

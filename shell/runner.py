@@ -25,7 +25,7 @@ from shell.devices import resolve_device
 from shell.distributed import Dist, RankLost
 from shell.envs import Rows, check_eval_env, env_package_versions, make_lanes, masks
 from shell.errors import ConfigError, TrainingError, said
-from shell.evaluation import EvalResult, EvalSpec, eval_fields, evaluate, resolve_opponents
+from shell.evaluation import EvalResult, EvalSpec, check_opponents, eval_fields, evaluate, resolve_opponents
 from shell.faults import kill_point
 from shell.files import new_run_folder
 from shell.games import OpponentPool, PoolEnv, Ratings, check_selfplay
@@ -130,6 +130,7 @@ class Trainer:
         try:
             if config.run.eval_episodes and self.dist.is_main:
                 resolve_opponents(config.run.eval_opponents)  # a bot that cannot be imported: fail before training
+            check_opponents(config, self.env.lanes)  # bots or openings that an env without opponents would ignore
             if config.selfplay.enabled:
                 check_selfplay(self.env.lanes, config)
             self.lanes = Lanes(self.env, config, self.device, self.generator, self.dist)
@@ -468,8 +469,8 @@ class Trainer:
     def _rank_lost_message(self, exc: RankLost) -> str:
         """One line: a node was lost, where the last checkpoint is, how to resume."""
         where = self.checkpoints.note() if self.dist.is_main else f"rank 0 keeps the checkpoints in {self.run_dir}"
-        return (f"{exc}; {where}; when every node is up again, run the same torchrun command on each node with "
-                f"--resume {self.run_dir} in place of --config, --run-dir and --set")
+        return (f"{exc}; {where}; when every node is up again, run the same torchrun command on each node, "
+                f"{said('resume_instead', self.run_dir)}")
 
     def _evaluate(self, stop: StopRequest | None) -> EvalResult:
         """Evaluate the deterministic policy (rank 0) on the run's evaluation envs; in a turn-based game against

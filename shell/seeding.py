@@ -24,7 +24,7 @@ SCHEMES = ("spawn", "offset")
 EVAL_SEED_OFFSET = 1_000_000  # "offset": evaluation episode i is seeded seed + EVAL_SEED_OFFSET + i
 
 # what a spawned stream is for: the first entry of its SeedSequence spawn key
-_TRAIN, _EVAL, _SAMPLING, _OPPONENT, _POOL, _RATING = 0, 1, 2, 3, 4, 5
+_TRAIN, _EVAL, _SAMPLING, _OPPONENT, _POOL, _RATING, _OPENING = 0, 1, 2, 3, 4, 5, 6
 
 ResetSeed = int | list[int]
 
@@ -86,6 +86,19 @@ def opponent_seed(seed: int, scheme: str) -> int:
         return seed + 2 * EVAL_SEED_OFFSET
     _check(scheme)
     return _child(seed, _OPPONENT)
+
+
+def opening_seed(seed: int, scheme: str) -> int:
+    """The seed of the random opening moves of a turn-based game's evaluation games (``run.eval_opening_moves``):
+    the same openings in every evaluation of a run, and against every opponent.
+
+    Raises:
+        ValueError: an unknown scheme.
+    """
+    if scheme == "offset":
+        return seed + 3 * EVAL_SEED_OFFSET
+    _check(scheme)
+    return _child(seed, _OPENING)
 
 
 def pool_seed(seed: int, scheme: str, rank: int = 0) -> int:

@@ -353,6 +353,11 @@ class RunConfig:
         ["random"], "Turn-based games: who the policy plays in each seat at evaluation; \"random\" (uniform over "
         "legal moves) or a bot \"module:function\" taking (observation, action_mask) and returning an action. "
         "eval_return_mean is the mean score against the first, over both seats.", _opponents)
+    eval_opening_moves: int = _field(
+        0, "Turn-based games: each evaluation game opens with this many uniform-random legal moves (of either seat), "
+           "drawn from a stream of the run's own, the same in every evaluation and against every opponent, so that a "
+           "deterministic policy meets a deterministic bot in different games. 0 = none: such a pair plays one game "
+           "however many it counts (eval_vs gives each seat's distinct games).", _range(0))
     exploitability: bool | None = _field(
         None, "OpenSpiel games: the policy's exact NashConv and exploitability (from its action probabilities at "
               "every information state) at every evaluation: metrics.csv columns, summary and eval.json fields. "

@@ -72,7 +72,8 @@ class MatchTable:
         anchor = index.get(ANCHOR, 0)
         ratings = core.elo_ratings(wins, draws, anchor, VIRTUAL_DRAWS).tolist()
         order = [anchor] + [i for i in range(P) if i != anchor]  # the anchor first
-        return {self.players[i]: None if ratings[i] != ratings[i] else round(ratings[i], 1) for i in order}
+        # + 0.0: a rating that rounds to zero from below is 0.0, not -0.0
+        return {self.players[i]: None if ratings[i] != ratings[i] else round(ratings[i], 1) + 0.0 for i in order}
 
 
 Play = Callable[[torch.nn.Module, Opponent, torch.Generator], list[float]]

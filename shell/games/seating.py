@@ -35,11 +35,19 @@ class Seating:
         self.policy_rows = {g: torch.tensor([agent == self.policy_seat[i] for i in range(copies)
                                              for agent in spec.agents], device=device) for g, spec in specs.items()}
         self._moves_of = {g: (int(spec.action_space.n), int(spec.action_space.start)) for g, spec in specs.items()}
+        self._rows_per_copy = {g: spec.rows_per_copy for g, spec in specs.items()}
         self._copies = copies
 
     def actions(self, lane: Any, policy_actions: torch.Tensor, rows: Rows, opponent: Opponent) -> torch.Tensor:
         """``[N]`` the policy's actions in its rows of ``lane``, the opponent's moves elsewhere."""
         return play_rows(policy_actions, opponent, rows, ~self.policy_rows[lane], *self._moves_of[lane])
+
+    def opening(self, lane: Any, actions: torch.Tensor, rows: Rows, opponent: Opponent,
+                copies: np.ndarray) -> torch.Tensor:
+        """``[N]`` ``actions`` with ``opponent``'s moves in every row of the copies ``copies [E]`` bool (whoever
+        is to move there: those games are in their random opening)."""
+        mine = torch.as_tensor(np.repeat(copies, self._rows_per_copy[lane]), device=actions.device)
+        return play_rows(actions, opponent, rows, mine, *self._moves_of[lane])
 
     def score(self, lane: Any, reward: torch.Tensor) -> np.ndarray:
         """``[E]`` the reward of the policy's seat in each copy (0 where the lane holds another seat)."""

@@ -532,6 +532,7 @@ def game_run(draw: st.DrawFn) -> dict[str, Any]:
         "run.eval_every": draw(st.sampled_from([0, 1])) if eval_episodes else 0,
         "run.eval_max_episode_steps": 30,
         "run.eval_opponents": draw(st.sampled_from([["random"], ["random"], [TURN_BOT, "random"]])),
+        "run.eval_opening_moves": draw(st.sampled_from([0, 0, 0, 1, 3])),
         "run.checkpoint_every": 1,
         "run.seed": draw(st.integers(0, 3)),
         "run.device": "cpu",

@@ -115,6 +115,11 @@ def refusals(spec: dict[str, Any], run: dict[str, Any], setting: str) -> list[st
             out.append("policy.agent_id on neither a 1-D Box nor a Dict")
         if run["policy.critic"] == "concat" and not flat_box(view):
             out.append("policy.critic = 'concat' on observations that are not 1-D Boxes")
+    if any(seat["act"]["type"] != "discrete" for seat in spec["seats"]):  # no opponent plays it (Ratings.serves)
+        if run.get("run.eval_opponents", ["random"]) != ["random"]:
+            out.append("run.eval_opponents bots on a game whose moves are not one Discrete choice")
+        if run.get("run.eval_opening_moves", 0):
+            out.append("run.eval_opening_moves on a game whose moves are not one Discrete choice")
     return out + selfplay_refusals(spec, run)
 
 

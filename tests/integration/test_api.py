@@ -306,7 +306,8 @@ def test_a_game_trained_from_a_factory_is_evaluated_and_played_from_python(tmp_p
         shell.play(run, stdin=io.StringIO(""))
     # the evaluation: seat_0 moves last and wins whatever is played (turn_games.Duel)
     result = shell.evaluate(run, env=PlayableDuel, episodes=4)
-    assert result["eval_vs"]["random"]["seat_0"] == {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 2}
+    assert result["eval_vs"]["random"]["seat_0"] == {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 2,
+                                                      "distinct": 2}
     assert result["eval_episodes"] == 4 and json.loads((run / "checkpoints" / "eval.json").read_text()) == result
     # a game in seat_1, the moves from a stream: "7" is refused, then 1 and 2; seat_1 collects 1 before its first
     # move, 0.5 + 3 by its second and 0.5 + 5 - 100 at the end (turn_games.Duel)

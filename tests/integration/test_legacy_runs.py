@@ -236,6 +236,12 @@ def selfplay_run(tmp_path) -> Path:
     return Path(shutil.copytree(SELFPLAY, tmp_path / "runs_6ee7eb4" / "tictactoe"))
 
 
+def without_distinct(eval_vs: dict[str, Any]) -> dict[str, Any]:
+    """``eval_vs`` without each seat's ``distinct`` (written since 2026-12-07), as 6ee7eb4 wrote it."""
+    return {name: {seat: {k: v for k, v in rates.items() if k != "distinct"} for seat, rates in seats.items()}
+            for name, seats in eval_vs.items()}
+
+
 def check_rated(result: dict[str, Any], snapshots: list[str], games: int) -> None:
     """``eval_vs`` has random then the pool's ``snapshots`` (in that order), each seat's ``games`` games as rates;
     ``elo`` rates them and the policy, random anchored at 0."""
@@ -244,7 +250,7 @@ def check_rated(result: dict[str, Any], snapshots: list[str], games: int) -> Non
         assert sorted(seats) == SEATS, name
         for seat, rates in seats.items():
             assert rates["games"] == games, (name, seat)
-            assert sorted(rates) == ["draw", "games", "loss", "win"]
+            assert sorted(rates) in (["draw", "games", "loss", "win"], ["distinct", "draw", "games", "loss", "win"])
             assert rates["win"] + rates["draw"] + rates["loss"] == pytest.approx(1.0), (name, seat)
     assert sorted(result["elo"]) == sorted(["random", "policy", *snapshots])
     assert result["elo"]["random"] == 0.0
@@ -301,7 +307,8 @@ def test_selfplay_eval_rates_the_pool(selfplay_run):
     assert (result["env_steps"], result["eval_episodes"]) == (16384, 2)
     check_rated(result, ["snapshot@2", "snapshot@3", "snapshot@4"], games=1)
     summary = json.loads((selfplay_run / "summary.json").read_text())
-    assert result["eval_vs"] == summary["eval_vs"]
+    assert without_distinct(result["eval_vs"]) == summary["eval_vs"]  # distinct: counted since 6ee7eb4
+    assert all(rates["distinct"] == 1 for seats in result["eval_vs"].values() for rates in seats.values())
     assert result["elo"] == summary["elo"]
     assert result["eval_return_mean"] == summary["eval_return_mean"]
     eval_json = json.loads((selfplay_run / "checkpoints" / "eval.json").read_text())

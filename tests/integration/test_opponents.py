@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from shell.api import train
+from shell.api import evaluate, train
 from shell.config import load_config
 from shell.errors import ConfigError
+from shell.games import MatchTable
 from shell.games.play import board_text
 
 from .conftest import ROOT
@@ -36,7 +37,11 @@ def test_every_opponent_is_played_seat_by_seat_and_the_mean_is_against_the_first
     summary = train(config=cfg, run_dir=tmp_path / "run", progress=False).summary
     expected = {"seat_0": {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 2},
                 "seat_1": {"win": 0.0, "draw": 0.0, "loss": 1.0, "games": 2}}
-    assert summary["eval_vs"] == {"random": expected, f"{BOTS}:uniform": expected}
+    counts = {"win", "draw", "loss", "games"}
+    assert {name: {seat: {k: v for k, v in rates.items() if k in counts} for seat, rates in seats.items()}
+            for name, seats in summary["eval_vs"].items()} == {"random": expected, f"{BOTS}:uniform": expected}
+    assert all(1 <= rates["distinct"] <= rates["games"] for seats in summary["eval_vs"].values()
+               for rates in seats.values())
     assert summary["eval_episodes"] == 4  # the first opponent's games: eval_return_mean is over them
 
 
@@ -49,6 +54,54 @@ def test_a_perfect_player_is_never_beaten_by_an_untrained_policy(tmp_path):
     assert all(perfect[seat]["win"] == 0.0 and perfect[seat]["games"] == 10 for seat in perfect)
     assert summary["eval_return_mean"] < 0  # against the first opponent: the perfect player
     assert set(summary["eval_vs"]) == {f"{BOTS}:tictactoe_minimax", "random"}
+
+
+def test_games_against_a_deterministic_bot_are_counted_once_as_distinct_and_openings_make_them_differ(tmp_path,
+                                                                                                       capfd):
+    """A deterministic policy against a deterministic bot plays one game per seat however many it counts: eval_vs
+    says so (distinct 1) and a warning line does; run.eval_opening_moves makes them differ, with the same openings
+    in every evaluation (the same results from the same checkpoint)."""
+    opponents = {"run.eval_episodes": 20, "run.eval_opponents": [f"{BOTS}:first_legal", "random"]}
+    cfg = load_config("tictactoe", {**TICTACTOE, **opponents})
+    summary = train(config=cfg, run_dir=tmp_path / "same", progress=False).summary
+    fixed = summary["eval_vs"][f"{BOTS}:first_legal"]
+    assert all(fixed[seat]["games"] == 10 and fixed[seat]["distinct"] == 1 for seat in fixed), fixed
+    assert all(summary["eval_vs"]["random"][seat]["distinct"] > 1 for seat in fixed)
+    warned = [line for line in capfd.readouterr().err.splitlines() if line.startswith("warning: evaluation:")]
+    assert warned and all("were one game" in line and "run.eval_opening_moves" in line for line in warned), warned
+    assert len(warned) == len(set(warned))  # once per seat and opponent
+
+    cfg = load_config("tictactoe", {**TICTACTOE, **opponents, "run.eval_opening_moves": 2})
+    result = train(config=cfg, run_dir=tmp_path / "open", progress=False)
+    varied = result.summary["eval_vs"][f"{BOTS}:first_legal"]
+    assert all(varied[seat]["distinct"] > 1 for seat in varied), varied
+    again = evaluate(tmp_path / "open", episodes=20)
+    assert again["eval_vs"] == result.summary["eval_vs"]
+
+
+@pytest.mark.parametrize(("key", "value"), [("run.eval_opponents", [f"{BOTS}:uniform", "random"]),
+                                            ("run.eval_opening_moves", 2)])
+def test_opponents_and_openings_of_an_env_that_is_not_a_game_are_refused_in_one_line(tmp_path, key, value):
+    """An env whose evaluation plays no opponent would ignore them: refused before training, naming the key."""
+    cfg = load_config("cartpole", {key: value, "run.total_timesteps": 64, "env.num_envs": 2, "run.loggers": []})
+    with pytest.raises(ConfigError, match=f"^{key} = ") as info:
+        train(config=cfg, run_dir=tmp_path / "run", progress=False)
+    assert "\n" not in str(info.value) and len(str(info.value)) <= 200 and "CartPole-v1" in str(info.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_elo_rating_that_rounds_to_zero_is_not_negative_zero(monkeypatch):
+    """A fit a hair below 0 (the solver's rounding, e.g. -3e-9 for a player level with the anchor) is 0.0."""
+    import torch
+
+    from shell.games import ratings
+
+    monkeypatch.setattr(ratings.core, "elo_ratings", lambda *a: torch.tensor([0.0, -3e-9, -0.04], dtype=torch.float64))
+    table = MatchTable()
+    table.record("random", "policy", [1.0, -1.0])
+    table.record("random", "bot", [0.0])
+    elo = table.elo()
+    assert [str(v) for v in elo.values()] == ["0.0", "0.0", "0.0"], elo
 
 
 @pytest.mark.parametrize(("entry", "message"), [

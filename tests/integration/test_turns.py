@@ -302,8 +302,8 @@ def test_a_turn_based_run_is_evaluated_seat_by_seat_against_random_legal_moves(t
     cfg = config(**{"run.eval_episodes": 6})
     result = train(config=cfg, env=lambda: StrictDuel(), run_dir=tmp_path / "run", progress=False)
     summary = result.summary
-    assert summary["eval_vs"]["random"] == {"seat_0": {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 3},
-                                         "seat_1": {"win": 0.0, "draw": 0.0, "loss": 1.0, "games": 3}}
+    assert summary["eval_vs"]["random"] == {"seat_0": {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 3, "distinct": 3},
+                                         "seat_1": {"win": 0.0, "draw": 0.0, "loss": 1.0, "games": 3, "distinct": 3}}
     seat_0, seat_1 = sum(EARNED["seat_0"]), 1.0 + sum(EARNED["seat_1"])  # 1 before its first move is its too
     assert summary["eval_return_mean"] == pytest.approx((seat_0 + seat_1) / 2)
     assert "eval_return_per_agent" not in summary
