@@ -369,7 +369,7 @@ def play(run_dir: str | os.PathLike, env: Callable[[], Any] | None = None, *, se
 
     Returns:
         ``{"seat", "score", "result", "moves"}``: your seat, your score, ``"win"``, ``"draw"``, ``"loss"`` (or
-        ``"unfinished"`` where ``stdin`` ended first) and the moves of both sides.
+        ``"unfinished"`` where ``stdin`` ended first) and how many moves both sides made (an int).
 
     Raises:
         ConfigError: a bad run dir or checkpoint; a run that is not of a turn-based game; a run trained on a

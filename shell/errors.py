@@ -82,6 +82,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "format": ("format={v!r}", "--format {v}"),
     "out": ("out={v!r}", "--out {v}"),
     "seat": ("seat={v!r}", "--seat {v!r}"),
+    "evaluate": ("shell.evaluate({v!r})", "ppo-core eval {v}"),
+    "evaluate_env": ("shell.evaluate({v!r}, env=<game factory>)", "ppo-core eval {v}"),
     "resume_instead": ("its script calling shell.resume({v!r}) in place of shell.train",  # a torchrun command
                        "--resume {v} in place of --config, --run-dir and --set"),
 }

@@ -128,9 +128,9 @@ class Trainer:
         #: ``[selfplay]``'s pool (None without it): who plays each copy's game; its opponents move inside the env
         self.pool: OpponentPool | None = None
         try:
+            check_opponents(config, self.env.lanes)  # bots or openings that an env without opponents would ignore
             if config.run.eval_episodes and self.dist.is_main:
                 resolve_opponents(config.run.eval_opponents)  # a bot that cannot be imported: fail before training
-            check_opponents(config, self.env.lanes)  # bots or openings that an env without opponents would ignore
             if config.selfplay.enabled:
                 check_selfplay(self.env.lanes, config)
             self.lanes = Lanes(self.env, config, self.device, self.generator, self.dist)

@@ -389,7 +389,9 @@ FIELD_MEANINGS = {
                              "part ([Several agents](../guides/multi-agent.md#returns))",
     "eval_return_per_group": "multi-agent runs with several groups: each group's sum",
     "eval_vs": "turn-based games: for each evaluation opponent, by the seat the policy played, its `win`, "
-               "`draw` and `loss` rates and its `games` ([Turn-based games](../guides/turn-based.md))",
+               "`draw` and `loss` rates, its `games` and how many of them were `distinct` "
+               "(`run.eval_opening_moves` makes games against a deterministic bot differ; "
+               "[Turn-based games](../guides/turn-based.md#evaluation-opponents))",
     "elo": "turn-based games: the Elo rating of each rated player (`random` = 0, the bots, the pool's "
            "snapshots and `policy`) ([Turn-based games](../guides/turn-based.md))",
     "nash_conv": "OpenSpiel games: the policy's exact NashConv (`run.exploitability`; "

@@ -218,7 +218,10 @@ def parse_override(text: str) -> tuple[str, str, str | None, Any]:
         try:
             _check_type(f"{section}.{key}", value, typing.get_type_hints(SECTIONS[section])[key])
         except ConfigError as exc:
-            message = f"{said('set', text)}: {exc}; {_toml_hint(section, key, raw)}"
+            hint = _toml_hint(section, key, raw)
+            message = f"{said('set', text)}: {exc}; {hint}"
+            if len(message) > MAX_MESSAGE:  # the value quoted twice: what was expected, and the example
+                message = f"{said('set', text)}: {str(exc).split('; ', 1)[-1]}; {hint}"
             if len(message) > MAX_MESSAGE:  # the example would make a long line longer: the advice alone
                 message = f"{said('set', text)}: {exc}; write it as TOML"
             raise ConfigError(message) from None

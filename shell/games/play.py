@@ -63,7 +63,7 @@ def board_text(observation: Any, action_mask: Any = None) -> str:
     return "\n".join(lines)
 
 
-def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin: TextIO | None = None,
+def play(target: str | Path, seat: str | int | None = None, device: str = "cpu", stdin: TextIO | None = None,
          out: Callable[[str], None] = print, seed: int | None = None,
          env: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Play one game against a run's trained agent: you move in ``seat`` (a seat's name or index; default the
@@ -79,7 +79,8 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
 
     Returns:
         ``{"seat", "score", "result", "moves"}``: your seat, your score (the game's own rewards: +1 win, 0 draw,
-        -1 loss in the classic games), ``"win"``, ``"draw"`` or ``"loss"``, and the moves of both sides; or, where
+        -1 loss in the classic games), ``"win"``, ``"draw"`` or ``"loss"``, and how many moves both sides made
+        (an int); or, where
         ``stdin`` ended before the game, ``"result": "unfinished"``.
 
     Raises:
@@ -108,7 +109,8 @@ def play(target: str | Path, seat: str | None = None, device: str = "cpu", stdin
         space = game.action_space(you)
         if not isinstance(space, spaces.Discrete):
             raise ConfigError(f"play reads one number a move, and seat {you!r} of this game moves in "
-                              f"{space_text(space, 60)}; evaluate it with eval instead")
+                              f"{space_text(space, 60)}; evaluate it instead: "
+                              f"{said('evaluate' if env is None else 'evaluate_env', str(target))}")
         start = int(space.start)
         _game_call(game, "reset", lambda: game.reset(seed=seed))
         score, moves = 0.0, 0
@@ -174,14 +176,17 @@ def _game_of(factory: Callable[[], Any]) -> Any:
     return game
 
 
-def _seat(seat: str | None, seats: list[str]) -> str:
-    """The seat named (or numbered) ``seat``; the first when None. ConfigError for another."""
+def _seat(seat: str | int | None, seats: list[str]) -> str:
+    """The seat named (or numbered: an int, or its digits) ``seat``; the first when None. ConfigError for
+    another."""
     if seat is None:
         return seats[0]
     if seat in seats:
         return seat
-    if seat.isdigit() and int(seat) < len(seats):
-        return seats[int(seat)]
+    index = seat if isinstance(seat, int) and not isinstance(seat, bool) else \
+        int(seat) if isinstance(seat, str) and seat.isdigit() else None
+    if index is not None and 0 <= index < len(seats):
+        return seats[index]
     raise ConfigError(f"{said('seat', seat)} is not a seat of this game; pick one of {seats} (or its index)")
 
 

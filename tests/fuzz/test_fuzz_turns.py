@@ -316,6 +316,12 @@ def test_fixed_bug_play_of_a_game_of_moves_that_are_not_one_discrete_choice_play
     spec = {**GAME, "mask": None, "seats": [{"obs": BOX, "act": act}] * 2}
     run = {**RUN, "run.eval_episodes": 0}
     check_case(spec, run, "auto", "factory", None, False, (None, ["0", "1", "2"]), label="fixed bug")
+    with tempfile.TemporaryDirectory() as tmp:  # from Python the refusal names the Python call to use instead
+        run_dir = Path(tmp) / "run"
+        shell.train(env=lambda: FuzzGame(spec), overrides=run, run_dir=run_dir, progress=False)
+        with pytest.raises(ConfigError) as info:
+            shell.play(run_dir, env=lambda: FuzzGame(spec), stdin=io.StringIO("0\n"))
+        assert str(info.value).endswith(f"evaluate it instead: shell.evaluate({str(run_dir)!r}, env=<game factory>)")
 
 
 @pytest.mark.parametrize("kind", ["raise", "nan_reward"])

@@ -320,6 +320,12 @@ def test_a_game_trained_from_a_factory_is_evaluated_and_played_from_python(tmp_p
     assert unfinished["result"] == "unfinished" and unfinished["moves"] == 1
     with pytest.raises(ConfigError, match="not a turn-based game"):
         shell.play(run, env=MatchSign, stdin=io.StringIO(""))
+    # a seat by its index: an int as the docstring says, or its digits; one out of range is refused in one line
+    by_index = shell.play(run, env=PlayableDuel, seat=1, stdin=io.StringIO("1\n2\n"), out=lambda line: None)
+    assert by_index == outcome
+    for seat in (5, -1, "5"):
+        with pytest.raises(ConfigError, match=r"^seat=.* is not a seat of this game"):
+            shell.play(run, env=PlayableDuel, seat=seat, stdin=io.StringIO(""))
 
 
 

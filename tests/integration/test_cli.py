@@ -102,6 +102,9 @@ def test_bad_input_exits_2_with_one_line(main, tmp_path, args, needle):
         ("ppo.gamma=fast", "write it as TOML, e.g. --set ppo.gamma=0.99"),  # the key's default
         ("ppo.target_kl=high", "write it as TOML, e.g. --set ppo.target_kl=0.01"),  # no default: an example
         ("env.kwargs=5", "write it as TOML, e.g. --set 'env.kwargs={ name = 1 }'"),
+        # the value quoted twice with its spelling passed 193 characters: the spelling is kept, the repeat goes
+        ("run.eval_opponents=my_bots:centre_first,random",
+         "write it as TOML: --set 'run.eval_opponents=[\"my_bots:centre_first\", \"random\"]'"),
     ],
 )
 def test_a_wrong_type_in_set_is_answered_with_its_toml_spelling(override, hint):
