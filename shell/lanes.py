@@ -165,12 +165,15 @@ class Lanes:
         for lane in self.lanes.values():
             lane.ppo.ent_coef = core.linear_schedule(lane.ent_coef, end, update, num_updates)
 
-    def after_update(self, update: int, magnet_every: int) -> None:
+    def after_update(self, update: int, magnet_every: int, average_from: int = 0) -> None:
         """After every update each lane's average policy takes in its weights (``ppo.average_decay``; its buffers,
-        such as the observation statistics, are the policy's own); after every ``magnet_every``-th update each
-        lane's magnet becomes its policy (``ppo.magnet_every``)."""
+        such as the observation statistics, are the policy's own): up to update ``average_from``
+        (``ppo.average_start``) it is a copy of the policy, after it their exponential moving average. After
+        every ``magnet_every``-th update each lane's magnet becomes its policy (``ppo.magnet_every``)."""
         for lane in self.lanes.values():
             if lane.average is not None:
+                if update <= average_from:  # not started: the next update_parameters copies the policy
+                    lane.average.n_averaged.zero_()
                 lane.average.update_parameters(lane.agent)
                 with torch.no_grad():
                     for mine, theirs in zip(lane.average.module.buffers(), lane.agent.buffers(), strict=True):

@@ -313,7 +313,8 @@ class Trainer:
                 rows, episodes = self.collect(rows)
                 values, lane_values = self._update_and_check(episodes)
                 self.update += 1
-                self.lanes.after_update(self.update, cfg.ppo.magnet_every)
+                self.lanes.after_update(self.update, cfg.ppo.magnet_every,
+                                        int(cfg.ppo.average_start * self.num_updates))
                 if self.pool is not None:
                     self.pool.after_update(self.update)
                 self.env_steps += step_batch

@@ -307,6 +307,10 @@ class PPOConfig:
              "own + (1 - decay) * the policy's (an exponential moving average; the first update copies). Saved in "
              "checkpoints; load_policy(run, average=True) returns it, and an OpenSpiel game's evaluations measure "
              "its exploitability too (0 = none).", _range(0.0, 1.0, hi_open=True))
+    average_start: float = _field(
+        0.0, "With average_decay: the fraction of the run's updates after which the average starts; until then it "
+             "is the policy itself, so the early policies leave no trace in it (0 = from the first update).",
+        _range(0.0, 1.0, hi_open=True))
     vf_coef: float = _field(0.5, "Value-loss coefficient.", _range(0.0))
     max_grad_norm: float = _field(0.5, "Global gradient-norm clip.", _range(0.0, lo_open=True))
     norm_adv: bool = _field(True, "Normalise advantages per minibatch.")

@@ -20,6 +20,9 @@ last move, and the end of a game gives both seats their final transition
   (int8 ``[A]``), in every seat's ``info["action_mask"]`` (all zeros for the seat that is not to move).
 - **Rewards.** A seat's reward at a move is the change of its ``state.returns()``: a game that pays at its end
   (poker) pays each seat its return when the game ends.
+- **State.** ``state()`` (PettingZoo's) is every seat's observation concatenated, float32 ``[2 * D]``: what the
+  seats know between them (in poker both private cards and the bets). It is the critic's input with
+  ``policy.critic = "state"``; the actor, and so the trained policy, sees only its seat's observation.
 - **Chance.** Chance nodes (the deal, Leduc's public card) are sampled from the copy's own generator,
   ``numpy.random.default_rng(seed)`` with the reset seed of that copy (:mod:`shell.seeding`: spawned from
   ``run.seed``); a reset without a seed continues the copy's generator, as PettingZoo envs do.
@@ -223,7 +226,8 @@ class OpenSpielAEC:
         game: the ``pyspiel.Game`` (checked: :func:`check_game`).
 
     Attributes:
-        state: the ``pyspiel.State`` of the game in play (after its chance nodes are resolved).
+        spiel_state: the ``pyspiel.State`` of the game in play (after its chance nodes are resolved); ``state()``
+            is PettingZoo's method (what a ``policy.critic = "state"`` critic sees).
     """
 
     def __init__(self, game: Any):
@@ -236,7 +240,7 @@ class OpenSpielAEC:
         self._action_space = spaces.Discrete(int(game.num_distinct_actions()))
         self._rng: np.random.Generator | None = None
         self._returns = np.zeros(2)
-        self.state: Any = None
+        self.spiel_state: Any = None
         self.agent_selection: str | None = None
         self.rewards: dict[str, float] = {}
         self._cumulative_rewards: dict[str, float] = {}
@@ -255,7 +259,7 @@ class OpenSpielAEC:
         ``seed`` (None: the generator continues; a fresh one from OS entropy before the first seeded reset)."""
         if seed is not None or self._rng is None:
             self._rng = np.random.default_rng(seed)
-        self.state = self.game.new_initial_state()
+        self.spiel_state = self.game.new_initial_state()
         self._returns = np.zeros(2)
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)
@@ -267,7 +271,7 @@ class OpenSpielAEC:
 
     def _chance(self) -> None:
         """Resolve chance nodes: each outcome drawn with OpenSpiel's probabilities from this copy's generator."""
-        state, rng = self.state, self._rng
+        state, rng = self.spiel_state, self._rng
         while state.is_chance_node():
             outcomes = state.chance_outcomes()
             cumulative = np.cumsum([p for _, p in outcomes])
@@ -277,7 +281,7 @@ class OpenSpielAEC:
     def _settle(self, mover: int | None) -> None:
         """After a move (or the reset) and its chance nodes: each seat's reward (the change of its return), the
         end of the game, the seat to move and every seat's mask."""
-        state = self.state
+        state = self.spiel_state
         returns = np.asarray(state.returns(), dtype=np.float64)
         paid, self._returns = returns - self._returns, returns
         self.rewards = {agent: float(paid[p]) for p, agent in enumerate(SEATS) if agent in self.agents}
@@ -304,33 +308,39 @@ class OpenSpielAEC:
             return
         player = SEATS.index(agent)
         move = int(action)
-        legal = self.state.legal_actions(player)
+        legal = self.spiel_state.legal_actions(player)
         if move not in legal:
             raise ValueError(f"move {move} is illegal for {agent} in OpenSpiel game {self.game}; legal: {legal}")
         self._cumulative_rewards[agent] = 0.0
-        self.state.apply_action(move)
+        self.spiel_state.apply_action(move)
         self._chance()
         self._settle(player)
 
     def observe(self, agent: str) -> np.ndarray:
         """Seat ``agent``'s observation: :func:`seat_observation`, float32 ``[D]``."""
-        return seat_observation(self.state, SEATS.index(agent))
+        return seat_observation(self.spiel_state, SEATS.index(agent))
+
+    def state(self) -> np.ndarray:
+        """Everything the seats know, for a critic (``policy.critic = "state"``): every seat's observation
+        (:func:`seat_observation`) concatenated, float32 ``[2 * D]``. In poker that is both private cards and the
+        betting; the actor never sees it."""
+        return np.concatenate([seat_observation(self.spiel_state, p) for p in range(len(SEATS))])
 
     def information_text(self, agent: str) -> str:
         """What seat ``agent`` knows, as OpenSpiel writes it (:func:`seat_text`), with its legal moves by name (or,
         once the game is over, the whole final state, every card shown); for ``ppo-core play``."""
         player = SEATS.index(agent)
-        text = seat_text(self.state, player)
-        if self.state.is_terminal():
-            return f"{text}\ngame over:\n{self.state}"
-        legal = self.state.legal_actions(player)
+        text = seat_text(self.spiel_state, player)
+        if self.spiel_state.is_terminal():
+            return f"{text}\ngame over:\n{self.spiel_state}"
+        legal = self.spiel_state.legal_actions(player)
         if not legal:
             return text
-        return text + "\nmoves: " + ", ".join(f"{a} = {self.state.action_to_string(player, a)}" for a in legal)
+        return text + "\nmoves: " + ", ".join(f"{a} = {self.spiel_state.action_to_string(player, a)}" for a in legal)
 
     def move_text(self, agent: str, move: int) -> str:
         """``move`` of seat ``agent`` by name in the present state (``"1 (Bet)"``), before it is played."""
-        return f"{move} ({self.state.action_to_string(SEATS.index(agent), int(move))})"
+        return f"{move} ({self.spiel_state.action_to_string(SEATS.index(agent), int(move))})"
 
     def render(self) -> None:
         return None

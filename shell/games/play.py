@@ -108,9 +108,8 @@ def play(target: str | Path, seat: str | int | None = None, device: str = "cpu",
         you = _seat(seat, seats)
         space = game.action_space(you)
         if not isinstance(space, spaces.Discrete):
-            raise ConfigError(f"play reads one number a move, and seat {you!r} of this game moves in "
-                              f"{space_text(space, 60)}; evaluate it instead: "
-                              f"{said('evaluate' if env is None else 'evaluate_env', str(target))}")
+            raise ConfigError(f"play reads one number a move; seat {you!r} moves in {space_text(space, 48)}: "
+                              f"evaluate it with {said('evaluate' if env is None else 'evaluate_env', str(target))}")
         start = int(space.start)
         _game_call(game, "reset", lambda: game.reset(seed=seed))
         score, moves = 0.0, 0

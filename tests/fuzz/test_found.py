@@ -101,7 +101,7 @@ def test_an_unknown_key_without_a_close_match_is_refused_in_one_short_line():
         apply_overrides({}, {"ppo.batch_size": 64})
     message = str(info.value)
     assert message == ("overrides key 'ppo.batch_size': unknown key ppo.batch_size; known: adam_eps, anneal_lr, "
-                       "average_decay, clip_coef, clip_vloss, desired_kl, ent_coef, ... (17 more)")
+                       "average_decay, average_start, clip_coef, clip_vloss, desired_kl, ... (18 more)")
     assert len("error: " + message) <= 200
 
 

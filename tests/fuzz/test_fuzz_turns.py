@@ -321,7 +321,7 @@ def test_fixed_bug_play_of_a_game_of_moves_that_are_not_one_discrete_choice_play
         shell.train(env=lambda: FuzzGame(spec), overrides=run, run_dir=run_dir, progress=False)
         with pytest.raises(ConfigError) as info:
             shell.play(run_dir, env=lambda: FuzzGame(spec), stdin=io.StringIO("0\n"))
-        assert str(info.value).endswith(f"evaluate it instead: shell.evaluate({str(run_dir)!r}, env=<game factory>)")
+        assert str(info.value).endswith(f"evaluate it with shell.evaluate({str(run_dir)!r}, env=<game factory>)")
 
 
 @pytest.mark.parametrize("kind", ["raise", "nan_reward"])

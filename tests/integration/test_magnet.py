@@ -151,6 +151,25 @@ def test_the_average_policy_is_the_moving_average_of_the_weights_saved_restored_
     assert result["exploitability"] == pytest.approx(exact_exploitability(run.run_dir).exploitability, abs=1e-6)
 
 
+def test_the_average_starts_after_average_start_of_the_updates(tmp_path):
+    """ppo.average_start = 0.5 of 4 updates: after updates 1 and 2 the average is the policy itself (count 1: the
+    copy), after 3 and 4 the moving average from update 2's policy on; a resume keeps the count."""
+    run = train(config=kuhn(**AVERAGE, **{"ppo.average_start": 0.5, "run.checkpoint_every": 1,
+                                          "run.keep_checkpoints": 10}),
+                run_dir=tmp_path / "run", progress=False)
+    states = [torch.load(c, weights_only=False) for c in sorted((run.run_dir / "checkpoints").glob("ckpt_*.pt"))]
+    assert [s["average_count"] for s in states] == [{"player": n} for n in (1, 1, 2, 3)]
+    floats = [k for k, v in states[0]["model"].items() if v.is_floating_point() and k.endswith(("weight", "bias"))]
+    for key in floats:
+        assert torch.equal(states[0]["average"][key], states[0]["model"][key])
+        assert torch.equal(states[1]["average"][key], states[1]["model"][key]), key  # not started: the policy
+        expected = 0.5 * states[1]["average"][key] + 0.5 * states[2]["model"][key]
+        torch.testing.assert_close(states[2]["average"][key], expected, rtol=0, atol=1e-7)
+    assert not torch.equal(states[3]["average"][floats[0]], states[3]["model"][floats[0]])
+    with pytest.raises(ConfigError, match="average_start"):
+        load_config("kuhn", {"ppo.average_start": 1.0})
+
+
 def test_a_run_without_an_average_has_none_to_load(tmp_path):
     from shell.inference import load_policy
 

@@ -23,6 +23,7 @@ from shell.errors import ConfigError  # noqa: E402
 from shell.games.exploitability import exact_exploitability, information_states, to_openspiel_policy  # noqa: E402
 from shell.games.play import play  # noqa: E402
 from shell.inference import AgentsPolicy, Policy, agent_for_spaces, load_policy  # noqa: E402
+from shell.observations import ACTOR_KEY, CRITIC_KEY  # noqa: E402
 
 from .test_opponents import cli  # noqa: E402
 
@@ -43,7 +44,7 @@ def kuhn_run(tmp_path_factory):
 
 def copies_states(env) -> list:
     """Each copy's pyspiel state (the lane env's copies are TurnGames over the AEC adapter)."""
-    return [turn_game.env.state for turn_game in env.copy_envs.envs]
+    return [turn_game.env.spiel_state for turn_game in env.copy_envs.envs]
 
 
 # ----------------------------------------------------------------------------- training
@@ -98,8 +99,8 @@ def deals(seed, episodes: int = 30) -> list[str]:
     env.reset(seed=seed)
     out = []
     for _ in range(episodes):
-        out.append(env.state.history()[:2])
-        while not env.state.is_terminal():
+        out.append(env.spiel_state.history()[:2])
+        while not env.spiel_state.is_terminal():
             env.step(0)  # pass, pass: a showdown
         env.reset()
     return out
@@ -177,6 +178,31 @@ def test_a_seats_observation_is_pyspiels_tensor_and_its_mask_the_legal_moves(gam
 
 
 # ----------------------------------------------------------------------------- probs
+def test_a_state_critic_sees_both_seats_information_and_the_actor_its_own(tmp_path):
+    """``policy.critic = "state"``: PettingZoo's ``state()`` of the game is both seats' information states
+    concatenated (both cards in Kuhn), the critic's input; the actor's rows are each seat's own, and the policy that
+    load_policy gives (and the exploitability) read those only."""
+    cfg = kuhn_config(**{"policy.critic": "state", "env.num_envs": 3})
+    env = make_lanes(cfg.env, CPU, policy=cfg.policy)
+    try:
+        (group,) = env.lanes
+        rows = env.reset(seed=[5, 6, 7])[group]
+        size = load_game("kuhn_poker").information_state_tensor_size()
+        for i, state in enumerate(copies_states(env)):
+            both = np.concatenate([state.information_state_tensor(p) for p in (0, 1)]).astype(np.float32)
+            for seat in (0, 1):
+                row = rows.obs[ACTOR_KEY].view(3, 2, -1)[i, seat]
+                assert torch.equal(row, torch.tensor(state.information_state_tensor(seat), dtype=torch.float32))
+                critic = rows.obs[CRITIC_KEY].view(3, 2, -1)[i, seat]
+                assert torch.equal(critic[:2 * size], torch.from_numpy(both))
+                assert critic[2 * size:].tolist() == [float(seat == 0), float(seat == 1)]  # the seat's one-hot
+    finally:
+        env.close()
+    result = train(config=cfg, run_dir=tmp_path / "run", progress=False)
+    figure = exact_exploitability(load_policy(result.run_dir), "kuhn_poker")
+    assert figure.exploitability == pytest.approx(result.summary["exploitability"], abs=1e-6)
+
+
 def small_policy(action_space, obs_size: int = 6, masked: bool = True) -> Policy:
     from gymnasium import spaces
 
@@ -385,14 +411,14 @@ def test_play_shows_the_human_only_their_own_information_state(kuhn_run):
         if line.startswith("player_0 (agent) plays "):
             env.step(int(line.split()[3]))
         elif "\nmoves: " in line:
-            assert env.state.current_player() == 1
-            assert line.split("\n")[0] == env.state.information_state_string(1)  # your card and the bets, no more
+            assert env.spiel_state.current_player() == 1
+            assert line.split("\n")[0] == env.spiel_state.information_state_string(1)  # your card and the bets, no more
             assert line.split("\n")[1] == "moves: 0 = Pass, 1 = Bet"
             asked += 1
             env.step(1)  # the first legal move typed after "7", which is refused
     assert asked == 1 and "illegal move '7'; legal moves: [0, 1]" in lines
-    assert env.state.is_terminal() and "game over" in lines[-2]
-    assert outcome["score"] == env.state.returns()[1]
+    assert env.spiel_state.is_terminal() and "game over" in lines[-2]
+    assert outcome["score"] == env.spiel_state.returns()[1]
     assert json.loads(lines[-1]) == outcome
 
 
