@@ -153,6 +153,7 @@ class Trainer:
         self.best_eval: float | None = None
         self.recent_return: float | None = None
         self._signal: int | None = None  # the signal that interrupted train(), if any
+        self._warned_openings = False  # said once: a rollout without a move of the learner
         self.tracker_tags = dict(tracker_tags or {})
         self._loggers = Loggers()  # rank 0's loggers (run.loggers), open during train()
         if self.dist.is_main:
@@ -311,6 +312,8 @@ class Trainer:
                 lr = self._learning_rate()
                 # -- collect and compute advantages, then update
                 rows, episodes = self.collect(rows)
+                if self.pool is not None and not self.pool.take_learner_moves():
+                    self._warn_no_learner_moves()
                 values, lane_values = self._update_and_check(episodes)
                 self.update += 1
                 self.lanes.after_update(self.update, cfg.ppo.magnet_every,
@@ -466,6 +469,16 @@ class Trainer:
         if self.dist.any(self.stop.requested, self.device):
             self.stop.request(signal.SIGTERM)  # a rank that saw no signal stops as if terminated
             self.stop.check()
+
+    def _warn_no_learner_moves(self) -> None:
+        """One line on stderr, once per run: a rollout in which the learner made no move (every game ended in its
+        random opening), so its update learns nothing."""
+        if self._warned_openings:
+            return
+        self._warned_openings = True
+        print(f"warning: the learner made no move in the rollout of update {self.update + 1}: every game ended within "
+              f"its random opening (selfplay.opening_moves = {self.config.selfplay.opening_moves}); lower it",
+              file=sys.stderr)
 
     def _rank_lost_message(self, exc: RankLost) -> str:
         """One line: a node was lost, where the last checkpoint is, how to resume."""

@@ -157,6 +157,7 @@ class OpponentPool:
         self.moves = np.zeros(copies, dtype=np.int64)
         self.opening_length = np.full(copies, cfg.opening_moves, dtype=np.int64)
         self._restored = False  # a checkpoint's draws wait for the reset that resumes the run
+        self.learner_moves = 0  # the learner's moves since the last take_learner_moves()
         self.restart()
 
     @classmethod
@@ -182,6 +183,11 @@ class OpponentPool:
         """Take a snapshot every ``snapshot_every`` updates."""
         if self.cfg.snapshot_every > 0 and update % self.cfg.snapshot_every == 0:
             self.snapshot(update)
+
+    def take_learner_moves(self) -> int:
+        """How many moves the learner made (and learns from) since the last call."""
+        moves, self.learner_moves = self.learner_moves, 0
+        return moves
 
     def players(self) -> dict[int, ActorCritic]:
         """The snapshots' policies by the update after which each was taken (the evaluation's opponents and rated
@@ -256,6 +262,7 @@ class OpponentPool:
             TrainingError: a bot returned an illegal move, naming it and the move.
         """
         S = len(self.seats)
+        self.learner_moves += int((self.learner_rows() & rows.valid.cpu().numpy()).sum())
         space = self.agent.action_space
         n, start = (int(space.n), int(space.start)) if isinstance(space, gym.spaces.Discrete) else (0, 0)
         owner = np.repeat(self.opponent, S)

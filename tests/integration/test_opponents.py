@@ -104,6 +104,21 @@ def test_an_elo_rating_that_rounds_to_zero_is_not_negative_zero(monkeypatch):
     assert [str(v) for v in elo.values()] == ["0.0", "0.0", "0.0"], elo
 
 
+def test_openings_that_cover_whole_games_are_said_to_leave_the_learner_no_move(tmp_path, capfd):
+    """selfplay.opening_moves of at least a game's length: every move is random and the learner learns nothing;
+    one warning line says so (once), where a shorter opening leaves it moves and says nothing."""
+    cfg = load_config("tictactoe", {**TICTACTOE, "run.eval_episodes": 0, "selfplay.opening_moves": 9,
+                                    "selfplay.vary_openings": False, "selfplay.random_prob": 0.0,
+                                    "selfplay.bot_prob": 0.0})
+    train(config=cfg, run_dir=tmp_path / "all", progress=False)
+    warned = [line for line in capfd.readouterr().err.splitlines() if "the learner made no move" in line]
+    assert len(warned) == 1 and "selfplay.opening_moves = 9" in warned[0], warned
+    cfg = load_config("tictactoe", {**TICTACTOE, "run.eval_episodes": 0, "selfplay.opening_moves": 2,
+                                    "selfplay.vary_openings": False})
+    train(config=cfg, run_dir=tmp_path / "some", progress=False)
+    assert "the learner made no move" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize(("entry", "message"), [
     ("no_such_module_xyz:bot", "cannot import 'no_such_module_xyz'"),
     (f"{BOTS}:missing", "has no 'missing'"),
