@@ -83,8 +83,13 @@ def tensor_sha256(state: object) -> tuple[str, int]:
 
 
 def eval_sha256(summary: dict) -> str:
-    """sha256 of the summary's evaluation fields (``eval_*`` and a game's ``elo``), in sorted key order."""
+    """sha256 of the summary's evaluation fields (``eval_*`` and a game's ``elo``), in sorted key order; a game's
+    ``eval_vs`` without each seat's ``distinct`` (a count of the same games, written since 2026-12-07), so that
+    fingerprints of earlier commits compare."""
     fields = {k: v for k, v in summary.items() if k.startswith("eval_") or k == "elo"}
+    if "eval_vs" in fields:
+        fields["eval_vs"] = {name: {seat: {k: v for k, v in rates.items() if k != "distinct"}
+                                    for seat, rates in seats.items()} for name, seats in fields["eval_vs"].items()}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 

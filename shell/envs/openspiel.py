@@ -34,7 +34,9 @@ the run's streams), and a game with neither tensor.
 
 from __future__ import annotations
 
+import bisect
 import importlib
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -238,6 +240,8 @@ class OpenSpielAEC:
         self.agents: list[str] = []
         self._observation_space = spaces.Box(-np.inf, np.inf, (_observation_size(game),), np.float32)
         self._action_space = spaces.Discrete(int(game.num_distinct_actions()))
+        self._tensor = "information_state_tensor" if game.get_type().provides_information_state_tensor \
+            else "observation_tensor"  # what seat_observation reads
         self._rng: np.random.Generator | None = None
         self._returns = np.zeros(2)
         self.spiel_state: Any = None
@@ -270,12 +274,14 @@ class OpenSpielAEC:
         self._settle(None)
 
     def _chance(self) -> None:
-        """Resolve chance nodes: each outcome drawn with OpenSpiel's probabilities from this copy's generator."""
+        """Resolve chance nodes: each outcome drawn with OpenSpiel's probabilities from this copy's generator (the
+        first outcome whose cumulative probability passes a uniform draw: the float64 running sums and the
+        right-side search of NumPy's cumsum and searchsorted, in plain Python, which is faster for a few outcomes)."""
         state, rng = self.spiel_state, self._rng
         while state.is_chance_node():
             outcomes = state.chance_outcomes()
-            cumulative = np.cumsum([p for _, p in outcomes])
-            index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+            cumulative = list(itertools.accumulate(p for _, p in outcomes))
+            index = bisect.bisect_right(cumulative, rng.random() * cumulative[-1])
             state.apply_action(outcomes[min(index, len(outcomes) - 1)][0])
 
     def _settle(self, mover: int | None) -> None:
@@ -288,10 +294,12 @@ class OpenSpielAEC:
         self._accumulate_rewards()
         over = state.is_terminal()
         self.terminations = dict.fromkeys(self.agents, over)
-        self.infos = {agent: {"action_mask": np.asarray(state.legal_actions_mask(p), dtype=np.int8)}
+        to_move = -1 if over else state.current_player()  # only its mask has a legal move
+        self.infos = {agent: {"action_mask": np.asarray(state.legal_actions_mask(p), dtype=np.int8) if p == to_move
+                              else np.zeros(self._action_space.n, dtype=np.int8)}
                       for p, agent in enumerate(SEATS) if agent in self.agents}
         if not over:
-            self.agent_selection = SEATS[state.current_player()]
+            self.agent_selection = SEATS[to_move]
         else:  # every seat is done: PettingZoo's iteration steps each out with step(None)
             self.agent_selection = SEATS[1 - mover] if mover is not None else SEATS[0]
 
@@ -318,13 +326,17 @@ class OpenSpielAEC:
 
     def observe(self, agent: str) -> np.ndarray:
         """Seat ``agent``'s observation: :func:`seat_observation`, float32 ``[D]``."""
-        return seat_observation(self.spiel_state, SEATS.index(agent))
+        return self._seat_tensor(SEATS.index(agent))
+
+    def _seat_tensor(self, player: int) -> np.ndarray:
+        """:func:`seat_observation` of the game in play, with the game's kind of tensor looked up once."""
+        return np.asarray(getattr(self.spiel_state, self._tensor)(player), dtype=np.float32)
 
     def state(self) -> np.ndarray:
         """Everything the seats know, for a critic (``policy.critic = "state"``): every seat's observation
         (:func:`seat_observation`) concatenated, float32 ``[2 * D]``. In poker that is both private cards and the
         betting; the actor never sees it."""
-        return np.concatenate([seat_observation(self.spiel_state, p) for p in range(len(SEATS))])
+        return np.concatenate([self._seat_tensor(p) for p in range(len(SEATS))])
 
     def information_text(self, agent: str) -> str:
         """What seat ``agent`` knows, as OpenSpiel writes it (:func:`seat_text`), with its legal moves by name (or,
