@@ -49,6 +49,9 @@ def install_signal_handlers(stop: StopRequest, second_forces: bool = True) -> No
     forwards) later signals are ignored; the parent kills its workers on a second Ctrl-C."""
 
     def handle(signum: int, _frame: object) -> None:
+        distributed = sys.modules.get("shell.distributed")  # imported where a torchrun rank watches its launcher
+        if distributed is not None and distributed.launcher_has_ended():
+            distributed.end_for_launcher()  # the launcher died: its line and exit 129, no checkpoint after it
         if stop.requested:
             if second_forces:
                 raise ForcedStop(signum)

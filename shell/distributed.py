@@ -171,6 +171,19 @@ def end_with_launcher(launcher_pid: int) -> bool:
     return True
 
 
+def launcher_has_ended() -> bool:
+    """Whether this rank runs under torchrun (:func:`end_with_launcher` was called) and its launcher has ended (the
+    rank was re-parented). A signal such a rank gets (torch's agent may leave it a parent-death SIGTERM) ends it
+    as the watch does, with the launcher's line, and not as a stop request: nothing is written after the launcher
+    is gone."""
+    return _launcher is not None and os.getppid() != _launcher
+
+
+def end_for_launcher() -> None:
+    """End this rank now, saying that its launcher has ended (:func:`end_with_launcher`'s end)."""
+    _launcher_gone()
+
+
 def _launcher_gone() -> None:
     """One line on stderr, then the end of this process (:data:`LAUNCHER_GONE`): its launcher has ended."""
     rank, world_size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")

@@ -82,10 +82,7 @@ def opponent_seed(seed: int, scheme: str) -> int:
     Raises:
         ValueError: an unknown scheme.
     """
-    if scheme == "offset":
-        return seed + 2 * EVAL_SEED_OFFSET
-    _check(scheme)
-    return _child(seed, _OPPONENT)
+    return _evaluation_stream(seed, scheme, 2, _OPPONENT)
 
 
 def opening_seed(seed: int, scheme: str) -> int:
@@ -95,10 +92,16 @@ def opening_seed(seed: int, scheme: str) -> int:
     Raises:
         ValueError: an unknown scheme.
     """
+    return _evaluation_stream(seed, scheme, 3, _OPENING)
+
+
+def _evaluation_stream(seed: int, scheme: str, offsets: int, key: int) -> int:
+    """One stream of every evaluation of a run: ``seed + offsets * EVAL_SEED_OFFSET`` by the "offset" rule, else the
+    spawned child ``key``."""
     if scheme == "offset":
-        return seed + 3 * EVAL_SEED_OFFSET
+        return seed + offsets * EVAL_SEED_OFFSET
     _check(scheme)
-    return _child(seed, _OPENING)
+    return _child(seed, key)
 
 
 def pool_seed(seed: int, scheme: str, rank: int = 0) -> int:

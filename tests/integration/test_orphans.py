@@ -522,3 +522,22 @@ def test_tune_workers_end_when_the_tune_process_is_killed(tmp_path):
         kill_and_check(proc, started)
     text = (tmp_path / "stderr").read_text()
     assert text.count("FAIL (interrupted by SIGTERM); it is queued to run again") == 2, text[-3000:]
+
+
+def test_a_signal_to_a_rank_whose_launcher_has_ended_ends_it_as_the_watch_does():
+    """A torchrun rank may get a SIGTERM as its launcher dies (before its watch looks): it ends with the launcher's
+    line and exit 129, not as a stop request that would save a checkpoint after the launcher is gone (once seen in
+    CI under load: "interrupted by SIGTERM: checkpoint saved ...")."""
+    code = ("import os, signal, time\n"
+            "import shell.distributed as d\n"
+            "from shell.cli import install_signal_handlers\n"
+            "from shell.stop import StopRequest\n"
+            "d._launcher = os.getppid() + 1  # a launcher that is not this process's parent: it has ended\n"
+            "install_signal_handlers(StopRequest())\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(10)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "RANK": "1", "WORLD_SIZE": "2"})
+    assert proc.returncode == 129, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: the torchrun launcher (pid "), proc.stderr
+    assert "rank 1 of 2 stops here" in proc.stderr

@@ -364,8 +364,8 @@ def test_the_pool_is_played_seat_by_seat_and_rated_at_every_evaluation(tmp_path)
     run_dir = tmp_path / "run"
     cfg = config(**{**POOL, "run.eval_every": 2, "run.total_timesteps": 160})  # 4 updates; evaluated at 2
     summary = train(config=cfg, run_dir=run_dir, progress=False).summary
-    seats = {"seat_0": {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 1},
-             "seat_1": {"win": 0.0, "draw": 0.0, "loss": 1.0, "games": 1}}
+    seats = {"seat_0": {"win": 1.0, "draw": 0.0, "loss": 0.0, "games": 1, "distinct": 1},
+             "seat_1": {"win": 0.0, "draw": 0.0, "loss": 1.0, "games": 1, "distinct": 1}}
     assert summary["eval_vs"] == {"random": seats, "snapshot@3": seats, "snapshot@4": seats}
     assert summary["elo"] == {"random": 0.0, "policy": 0.0, "snapshot@3": 0.0, "snapshot@4": 0.0}
     lines = (run_dir / "metrics.csv").read_text().splitlines()
