@@ -452,7 +452,7 @@ def eval_checkpoint(target: str | Path, episodes: int = 20, video: bool = False,
     if env is not None and not callable(env):
         raise ConfigError(f"env must be a factory of the run's env (a Callable[[], gymnasium.Env], or of its "
                           f"PettingZoo env), not {type(env).__name__}")
-    agent, config, state = load_agent(path, device)
+    agent, config, state = load_agent(path, device, average=False)  # the last policy; the average beside it
     require_env(path, state, env, f"evaluate it from Python with a factory of its env: shell.evaluate("
                                   f"{str(target)!r}, env=<env factory>)")
     dev = next(agent.parameters()).device

@@ -122,15 +122,18 @@ def build_agent(config: Config, device: torch.device, source: Any = None) -> tup
         env.close()
 
 
-def load_weights(agent: ActorCritic, state: dict[str, Any], average: bool = False) -> None:
-    """Load a checkpoint's parameters and buffers (``state["model"]``; with ``average``, the average policy's,
-    ``state["average"]``: ``ppo.average_decay``) into ``agent``.
+def load_weights(agent: ActorCritic, state: dict[str, Any], average: bool | None = None) -> None:
+    """Load a checkpoint's parameters and buffers into ``agent``: the policy's (``state["model"]``) or the average
+    policy's (``state["average"]``: ``ppo.average_decay``). ``average`` None (the default) takes the run's deployed
+    policy, the average where the checkpoint holds one; True requires the average, False takes the policy.
 
     Raises:
         ConfigError: the agent's observation or action space differs from the one the checkpoint
             stores (an env other than the one the run was trained on); ``average`` for a checkpoint without an
             average policy.
     """
+    if average is None:
+        average = "average" in state
     if average and "average" not in state:
         raise ConfigError("the checkpoint holds no average policy: its run was trained without ppo.average_decay")
     stored = checkpoint_spaces(state)
@@ -144,9 +147,11 @@ def load_weights(agent: ActorCritic, state: dict[str, Any], average: bool = Fals
 
 
 def load_agent(target: str | Path, device: str | torch.device = "cpu",
-               env: Any = None, average: bool = False) -> tuple[ActorCritic, Config, dict[str, Any]]:
+               env: Any = None, average: bool | None = None) -> tuple[ActorCritic, Config, dict[str, Any]]:
     """Load ``(agent, config, checkpoint state)`` from a run dir or checkpoint file, onto ``device``,
-    in eval mode; with ``average``, the run's average policy (``ppo.average_decay``) as the agent.
+    in eval mode. The agent is the run's deployed policy: its average policy where it kept one
+    (``ppo.average_decay``), else the policy; ``average=False`` takes the last policy, ``average=True`` requires
+    the average.
 
     The agent is built from the spaces the checkpoint stores, without the env. ``env`` (a factory or
     a vector env) is needed only for a checkpoint that does not store them and whose run was
@@ -154,7 +159,7 @@ def load_agent(target: str | Path, device: str | torch.device = "cpu",
 
     Raises:
         ConfigError: a bad target; a missing, truncated or corrupt checkpoint; an old checkpoint of a
-            factory run without ``env``; ``average`` for a run without an average policy.
+            factory run without ``env``; ``average=True`` for a run without an average policy.
     """
     device = resolve_device(device) if isinstance(device, str) else device
     path, state = read_checkpoint(target, device)
@@ -394,10 +399,12 @@ def _one_or_batch(shape: tuple[int, ...]) -> str:
 
 
 def load_policy(target: str | Path, device: str | torch.device = "cpu", env: Any = None,
-                average: bool = False) -> Policy | AgentsPolicy:
+                average: bool | None = None) -> Policy | AgentsPolicy:
     """Load a run dir's newest checkpoint (or a named checkpoint) as a :class:`Policy` on ``device``; a
     multi-agent run's (``env.backend = "pettingzoo"``) as an :class:`AgentsPolicy` (agent dict -> action dict).
-    ``average``: the run's average policy instead (``ppo.average_decay``; ConfigError for a run without one).
+    A run that kept an average policy (``ppo.average_decay``) is deployed as it: that is the policy returned;
+    ``average=False`` returns the last policy instead, ``average=True`` requires the average (ConfigError for a
+    run without one).
 
     The env is not needed: the checkpoint stores its spaces. ``env`` (a factory or vector env of
     the same kind) serves only checkpoints written before they were stored, of runs trained on one.

@@ -79,9 +79,9 @@ class Lane:
         #: ``ppo.average_decay``: the lane's average policy (``average.module``), an exponential moving average of
         #: its weights after every update (None: none)
         self.average: AveragedModel | None = None
-        if config.ppo.average_decay:
-            self.average = AveragedModel(agent, multi_avg_fn=get_ema_multi_avg_fn(config.ppo.average_decay),
-                                         use_buffers=False)
+        if config.ppo.average_decay:  # 1: torch's own equal-weight running mean (stochastic weight averaging)
+            ema = None if config.ppo.average_decay == 1.0 else get_ema_multi_avg_fn(config.ppo.average_decay)
+            self.average = AveragedModel(agent, multi_avg_fn=ema, use_buffers=False)
         # raw actions are stored as the policy samples them (float pre-tanh u for any Box), not in the space's dtype
         state = agent.initial_state(1, device)
         # one storage row per env row: a multi-agent env's copies times the lane's agents

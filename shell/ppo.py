@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -70,7 +71,9 @@ class PPO:
         ``[B]`` from the run's generator; the observation, raw action and mask of a row are replaced together, and
         its old log-prob, value, advantage and return kept, as rsl_rl's symmetry augmentation does ("Symmetry
         Considerations for Learning Task Symmetric Robot Policies", Mittal et al., ICRA 2024, arXiv:2403.04359).
-        The kept old log-prob is the right one: the mirrored move was drawn by the mirrored policy with it.
+        The kept old log-prob is the right one: the mirrored move was drawn by the mirrored policy with it. A
+        function with a keyword ``generator`` (a game of several symmetries) gets the run's generator, from which it
+        draws each row's image before the rows to replace are drawn.
 
         Raises:
             TrainingError: the function raises, or does not return ``(obs, raw_actions, action_mask)`` of the
@@ -79,7 +82,7 @@ class PPO:
         obs, actions, mask = mb["obs"], mb["raw_actions"], mb.get("action_masks")
         name = self.cfg.symmetry
         try:
-            image = self.symmetry(obs, actions, mask)
+            image = self.symmetry(obs, actions, mask, **_generator_kw(self.symmetry, self.generator))
         except Exception as exc:  # a mirror of another game (connect four's on tic-tac-toe), a bug in a user's
             raise TrainingError(f"ppo.symmetry {name!r} raised {first_line(exc, with_type=True)}") from exc
         if not isinstance(image, tuple) or len(image) != 3:
@@ -303,6 +306,16 @@ class PPO:
         if adaptive:
             out["learning_rate"] = self._adaptive_lr(sums.device).detach().clone()  # where the KL rule left it
         return out
+
+
+def _generator_kw(function: Callable[..., Any], generator: torch.Generator | None) -> dict[str, Any]:
+    """``{"generator": generator}`` for a function that takes a keyword ``generator`` (a symmetry of a game of
+    several, which draws each row's from it), else ``{}``."""
+    try:
+        takes = "generator" in inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        takes = False
+    return {"generator": generator} if takes else {}
 
 
 def _parts(given: Any, got: Any) -> list[tuple[str, Any, Any]]:

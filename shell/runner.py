@@ -188,7 +188,7 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint (see :meth:`state_dict`); its weights load as every checkpoint's do
         (:func:`shell.inference.load_weights`, which refuses an env of other spaces)."""
-        load_weights(self.agent, state)
+        load_weights(self.agent, state, average=False)  # the policy that trains, not its average
         self.lanes.load_state_dict(state)
         if self.pool is not None:
             self.pool.load_state_dict(state.get("selfplay"))

@@ -304,9 +304,10 @@ class PPOConfig:
            "initial policy); 0 = the uniform policy over the legal actions, never refreshed.", _range(0))
     average_decay: float = _field(
         0.0, "Keep an average policy beside the policy: after every update each of its weights becomes decay * its "
-             "own + (1 - decay) * the policy's (an exponential moving average; the first update copies). Saved in "
-             "checkpoints; load_policy(run, average=True) returns it, and an OpenSpiel game's evaluations measure "
-             "its exploitability too (0 = none).", _range(0.0, 1.0, hi_open=True))
+             "own + (1 - decay) * the policy's (an exponential moving average; the first update copies); 1 = the "
+             "equal-weight mean of every policy since average_start. Saved in checkpoints; the run is deployed as it "
+             "(load_policy(run), play, export; average=False: the last policy), and an OpenSpiel game's "
+             "evaluations measure its exploitability beside the policy's (0 = none).", _range(0.0, 1.0))
     average_start: float = _field(
         0.0, "With average_decay: the fraction of the run's updates after which the average starts; until then it "
              "is the policy itself, so the early policies leave no trace in it (0 = from the first update).",
@@ -330,7 +331,9 @@ class PPOConfig:
     symmetry: str | None = _field(None, "Symmetry augmentation (as rsl_rl's): \"module:function\" mapping a "
                                         "minibatch's (obs, raw_actions, action_mask) to their mirror images; each row "
                                         "of every minibatch is replaced by its image with probability 1/2, its old "
-                                        "log-prob, value and advantage kept (absent = off).", _import_name)
+                                        "log-prob, value and advantage kept; a function with a keyword generator "
+                                        "gets the run's, to draw each row's image from several (absent = off).",
+                            _import_name)
 
 
 @_section("run")

@@ -131,7 +131,9 @@ def test_the_average_policy_is_the_moving_average_of_the_weights_saved_restored_
             torch.testing.assert_close(states[1]["average"][key], expected, rtol=0, atol=1e-7)
     average = load_agent(run.run_dir, average=True)[0].state_dict()
     assert all(torch.equal(average[k], v) for k, v in states[-1]["average"].items())
-    policy, mean_policy = load_policy(run.run_dir), load_policy(run.run_dir, average=True)
+    policy, mean_policy = load_policy(run.run_dir, average=False), load_policy(run.run_dir, average=True)
+    deployed = load_agent(run.run_dir)[0].state_dict()  # a run with an average is deployed as it
+    assert all(torch.equal(deployed[k], v) for k, v in states[-1]["average"].items())
     obs = np.zeros((1, 11), np.float32)
     obs[0, 0] = obs[0, 2] = 1.0  # player_0 holding the jack, nothing bet yet
     legal = {"player_0": np.ones((1, 2), bool)}
@@ -148,7 +150,11 @@ def test_the_average_policy_is_the_moving_average_of_the_weights_saved_restored_
     result = eval_checkpoint(run.run_dir, episodes=2)
     assert result["average_exploitability"] == pytest.approx(
         exact_exploitability(load_policy(run.run_dir, average=True), "kuhn_poker").exploitability, abs=1e-6)
-    assert result["exploitability"] == pytest.approx(exact_exploitability(run.run_dir).exploitability, abs=1e-6)
+    assert result["exploitability"] == pytest.approx(
+        exact_exploitability(load_policy(run.run_dir, average=False), "kuhn_poker").exploitability, abs=1e-6)
+    # the run dir's figure is its deployed policy's: the average, as load_policy(run) returns it
+    assert exact_exploitability(run.run_dir).exploitability == pytest.approx(result["average_exploitability"],
+                                                                             abs=1e-6)
 
 
 def test_the_average_starts_after_average_start_of_the_updates(tmp_path):
@@ -170,6 +176,20 @@ def test_the_average_starts_after_average_start_of_the_updates(tmp_path):
         load_config("kuhn", {"ppo.average_start": 1.0})
 
 
+def test_an_average_decay_of_one_is_the_equal_weight_mean_of_the_policies_since_average_start(tmp_path):
+    """ppo.average_decay = 1: after update k of 4 (average_start 0.5: from update 2's policy on) the average is the
+    plain mean of the policies of updates 2..k, each weighing the same."""
+    run = train(config=kuhn(**{"ppo.average_decay": 1.0, "ppo.average_start": 0.5, "run.checkpoint_every": 1,
+                               "run.keep_checkpoints": 10}), run_dir=tmp_path / "run", progress=False)
+    states = [torch.load(c, weights_only=False) for c in sorted((run.run_dir / "checkpoints").glob("ckpt_*.pt"))]
+    assert [s["average_count"] for s in states] == [{"player": n} for n in (1, 1, 2, 3)]
+    for key, value in states[0]["model"].items():
+        if value.is_floating_point() and key.endswith(("weight", "bias")):
+            for k in (2, 3):
+                mean = torch.stack([s["model"][key] for s in states[1:k + 1]]).mean(0)
+                torch.testing.assert_close(states[k]["average"][key], mean, rtol=0, atol=1e-6)
+
+
 def test_a_run_without_an_average_has_none_to_load(tmp_path):
     from shell.inference import load_policy
 
@@ -178,4 +198,5 @@ def test_a_run_without_an_average_has_none_to_load(tmp_path):
         load_policy(run.run_dir, average=True)
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="average_decay"):
-        load_config("kuhn", {"ppo.average_decay": 1.0})  # an average that never moves
+        load_config("kuhn", {"ppo.average_decay": 1.5})
+    assert load_policy(run.run_dir).probs is not None  # the deployed policy of a run without one: the policy

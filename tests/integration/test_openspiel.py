@@ -199,8 +199,9 @@ def test_a_state_critic_sees_both_seats_information_and_the_actor_its_own(tmp_pa
     finally:
         env.close()
     result = train(config=cfg, run_dir=tmp_path / "run", progress=False)
-    figure = exact_exploitability(load_policy(result.run_dir), "kuhn_poker")
-    assert figure.exploitability == pytest.approx(result.summary["exploitability"], abs=1e-6)
+    for average, field in ((False, "exploitability"), (None, "average_exploitability")):  # kuhn.toml's average
+        figure = exact_exploitability(load_policy(result.run_dir, average=average), "kuhn_poker")
+        assert figure.exploitability == pytest.approx(result.summary[field], abs=1e-6)
 
 
 def small_policy(action_space, obs_size: int = 6, masked: bool = True) -> Policy:
@@ -433,7 +434,9 @@ def test_every_evaluation_measures_the_exact_exploitability_in_metrics_summary_a
     rows = [dict(zip(header, line.split(","), strict=True)) for line in lines[1:]]
     assert [r["nash_conv"] != "" for r in rows] == [False, True, False, False]  # update 2's evaluation only
     assert float(rows[1]["exploitability"]) == pytest.approx(float(rows[1]["nash_conv"]) / 2)
-    exact = exact_exploitability(run.run_dir)  # the figure of the final policy, computed apart
+    exact = exact_exploitability(load_policy(run.run_dir, average=False), "kuhn_poker")  # the last policy, apart
+    assert exact_exploitability(run.run_dir).exploitability == pytest.approx(  # the run's own: its average
+        run.summary["average_exploitability"], abs=1e-6)
     assert run.summary["nash_conv"] == pytest.approx(exact.nash_conv, abs=1e-6)
     assert run.summary["exploitability"] == pytest.approx(exact.exploitability, abs=1e-6)
     result = eval_checkpoint(run.run_dir, episodes=4)
@@ -450,7 +453,8 @@ def test_exploitability_switches_off_and_is_measured_without_evaluation_episodes
     bare = train(config=kuhn_config(**{"run.eval_episodes": 0, "run.eval_every": 0}), run_dir=tmp_path / "bare",
                  progress=False)
     assert bare.summary["eval_episodes"] == 0
-    assert bare.summary["exploitability"] == pytest.approx(exact_exploitability(bare.run_dir).exploitability, abs=1e-6)
+    last = exact_exploitability(load_policy(bare.run_dir, average=False), "kuhn_poker")
+    assert bare.summary["exploitability"] == pytest.approx(last.exploitability, abs=1e-6)
 
 
 def test_a_game_over_the_size_is_left_out_by_default_and_refused_when_asked_for(tmp_path, monkeypatch, capsys):

@@ -109,7 +109,7 @@ def test_openings_that_cover_whole_games_are_said_to_leave_the_learner_no_move(t
     one warning line says so (once), where a shorter opening leaves it moves and says nothing."""
     cfg = load_config("tictactoe", {**TICTACTOE, "run.eval_episodes": 0, "selfplay.opening_moves": 9,
                                     "selfplay.vary_openings": False, "selfplay.random_prob": 0.0,
-                                    "selfplay.bot_prob": 0.0})
+                                    "selfplay.bot_prob": 0.0, "selfplay.bots": []})
     train(config=cfg, run_dir=tmp_path / "all", progress=False)
     warned = [line for line in capfd.readouterr().err.splitlines() if "the learner made no move" in line]
     assert len(warned) == 1 and "selfplay.opening_moves = 9" in warned[0], warned
@@ -209,6 +209,46 @@ def test_the_connect_four_bots_take_every_win_the_blocker_blocks_and_otherwise_t
     assert wins > 20 and others > 20 and played == set(range(7))
     assert name == "connect_four_greedy" or blocks > 20
     assert name != "connect_four_careful" or avoided > 20
+
+
+def test_the_tictactoe_blocker_takes_every_win_blocks_every_threat_and_otherwise_plays_every_empty_square():
+    """On boards of random play (checked against the tests' own rules, game_bots._winner and _play): where the mover
+    can complete three, the bot plays a square that does; where only the other seat can, one that stops it;
+    elsewhere empty squares, all of them over the boards, whichever shape the planes come in."""
+    import numpy as np
+
+    from shell.envs.pettingzoo.bots import tictactoe_blocker
+
+    from .game_bots import _play, _winner
+
+    rng = np.random.default_rng(5)
+    wins = blocks = others = 0
+    played: set[int] = set()
+    for _ in range(600):
+        board = (0,) * 9  # 1: the mover's squares
+        for _ in range(int(rng.integers(0, 8))):
+            after = _play(board, int(rng.choice([a for a in range(9) if board[a] == 0])))
+            if _winner(after):
+                break
+            board = after
+        empty = [a for a in range(9) if board[a] == 0]
+        winning = [a for a in empty if _winner(tuple(1 if i == a else v for i, v in enumerate(board)))]
+        threats = [a for a in empty if _winner(tuple(-1 if i == a else v for i, v in enumerate(board)))]
+        planes = np.array([[v == 1, v == -1] for v in board], dtype=np.int8).reshape(3, 3, 2)
+        observation = {"observation": planes} if rng.random() < 0.5 else planes.reshape(-1)
+        mask = np.array([v == 0 for v in board])
+        move = tictactoe_blocker(observation, mask.copy())
+        assert mask[move]
+        if winning:
+            wins += 1
+            assert move in winning, (board, move)
+        elif threats:
+            blocks += 1
+            assert move in threats, (board, move)
+        else:
+            others += 1
+            played.add(move)
+    assert wins > 20 and blocks > 20 and others > 20 and played == set(range(9))
 
 
 def _gives_a_win(board, column):

@@ -272,8 +272,9 @@ def test_a_bot_that_raises_is_exit_1_in_one_line_naming_it(tmp_path, capsys, key
 
 
 @pytest.mark.parametrize(("sets", "message"), [
-    ({"selfplay.bots": ["tests.integration.game_bots:uniform"]}, "selfplay.bots and selfplay.bot_prob go together"),
-    ({"selfplay.bot_prob": 0.5}, "selfplay.bots and selfplay.bot_prob go together"),
+    ({"selfplay.bots": ["tests.integration.game_bots:uniform"], "selfplay.bot_prob": 0.0},
+     "selfplay.bots and selfplay.bot_prob go together"),
+    ({"selfplay.bots": [], "selfplay.bot_prob": 0.5}, "selfplay.bots and selfplay.bot_prob go together"),
     ({"selfplay.bots": ["tests.integration.game_bots:uniform"], "selfplay.bot_prob": 0.6,
       "selfplay.random_prob": 0.5}, "add up to at most 1"),
     ({"selfplay.bots": ["no_such_module_xyz:bot"], "selfplay.bot_prob": 0.5},

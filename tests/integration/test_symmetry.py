@@ -13,12 +13,12 @@ import torch
 
 from shell.api import train
 from shell.config import load_config
-from shell.envs.pettingzoo.symmetries import connect_four_mirror
+from shell.envs.pettingzoo.symmetries import connect_four_mirror, tictactoe_dihedral
 from shell.errors import ConfigError, TrainingError
 from shell.ppo import PPO
 
 from .conftest import run_main
-from .game_bots import _c4_wins
+from .game_bots import _c4_wins, _play, _value, _winner
 
 MIRROR = "shell.envs.pettingzoo.symmetries:connect_four_mirror"
 HERE = "tests.integration.test_symmetry"
@@ -82,6 +82,77 @@ def test_the_connect_four_mirror_swaps_columns_and_keeps_every_win_and_legal_mov
     assert torch.equal(again[2], masks) and connect_four_mirror(obs, actions, None)[2] is None
     with pytest.raises(ValueError, match=r"needs connect four's planes \[B, 6, 7, 2\] or \[B, 84\], got \[300, 42\]"):
         connect_four_mirror(torch.zeros(300, 42), actions, masks)
+
+
+def tictactoe_boards(n: int, seed: int) -> list[tuple[int, ...]]:
+    """Boards of random play (1 the mover's squares, -1 the other seat's), none already won."""
+    rng = np.random.default_rng(seed)
+    boards = []
+    while len(boards) < n:
+        board = (0,) * 9
+        for _ in range(int(rng.integers(0, 8))):
+            board = _play(board, int(rng.choice([a for a in range(9) if board[a] == 0])))
+            if _winner(board):
+                break
+        if not _winner(board):
+            boards.append(board)
+    return boards
+
+
+def test_the_tictactoe_symmetries_keep_every_value_and_legal_move_and_come_from_the_generator():
+    """Against a loop over squares: each row's image is one of the square's seven symmetries other than the
+    identity (a permutation of the squares that keeps the eight lines), the same one for its pieces, its mask and
+    its move; every move keeps its exact value (win, draw or loss, by minimax); all seven are drawn, from the
+    generator alone; the flattened and the dict layouts give the same."""
+    boards = tictactoe_boards(600, seed=4)
+    planes = torch.tensor([[[float(v == 1), float(v == -1)] for v in b] for b in boards]).view(-1, 3, 3, 2)
+    masks = torch.tensor([[v == 0 for v in b] for b in boards])
+    actions = torch.tensor([int(np.flatnonzero(m)[i % int(m.sum())]) for i, m in enumerate(masks.numpy())])
+    obs = {"observation": planes, "other": torch.arange(len(boards))}
+    image, image_actions, image_masks = tictactoe_dihedral(obs, actions, masks,
+                                                           generator=torch.Generator().manual_seed(0))
+    assert torch.equal(image["other"], obs["other"])
+    lines = {frozenset(line) for line in ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8),
+                                          (0, 4, 8), (2, 4, 6))}
+    seen = set()
+    for b, board in enumerate(boards):
+        turned = tuple(int(image["observation"][b, i // 3, i % 3, 0] - image["observation"][b, i // 3, i % 3, 1])
+                       for i in range(9))
+        # the symmetries the row's image can be (a board with symmetries of its own fits several)
+        candidates = [p for p in _SYMMETRIES if all(turned[p[s]] == board[s] for s in range(9))
+                      and all(bool(image_masks[b, p[s]]) == bool(masks[b, s]) for s in range(9))
+                      and p[int(actions[b])] == int(image_actions[b])]
+        assert candidates, (board, turned)
+        assert any(p != tuple(range(9)) for p in candidates) or board == (0,) * 9
+        if len(candidates) == 1:
+            seen.add(candidates[0])
+        assert _value(_play(turned, int(image_actions[b]))) == _value(_play(board, int(actions[b])))
+    assert len(seen) == 7 and all({frozenset(p[s] for s in line) for line in lines} == lines for p in seen)
+    again = tictactoe_dihedral(obs, actions, masks, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(again[1], image_actions) and torch.equal(again[0]["observation"], image["observation"])
+    flat = tictactoe_dihedral(planes.flatten(1), actions, masks, generator=torch.Generator().manual_seed(0))
+    assert flat[0].shape == (len(boards), 18) and torch.equal(flat[0], image["observation"].flatten(1))
+    assert torch.equal(flat[1], image_actions) and torch.equal(flat[2], image_masks)
+    assert tictactoe_dihedral(planes, actions, None, generator=torch.Generator())[2] is None
+    with pytest.raises(ValueError, match=r"needs tic-tac-toe's planes \[B, 3, 3, 2\] or \[B, 18\], got \[600, 9\]"):
+        tictactoe_dihedral(torch.zeros(600, 9), actions, masks, generator=torch.Generator())
+
+
+#: the square's eight symmetries as where each square goes, written out apart from the product's table
+_SYMMETRIES = [tuple(3 * a + b for i in range(3) for j in range(3) for a, b in [move(i, j)]) for move in (
+    lambda i, j: (i, j), lambda i, j: (j, 2 - i), lambda i, j: (2 - i, 2 - j), lambda i, j: (2 - j, i),
+    lambda i, j: (i, 2 - j), lambda i, j: (2 - i, j), lambda i, j: (j, i), lambda i, j: (2 - j, 2 - i))]
+
+
+def test_a_symmetry_with_a_generator_keyword_draws_from_the_runs_generator():
+    """PPO hands its generator to a function that takes one; the rows then repeat with the seed."""
+    n = 500
+    planes = torch.zeros(n, 3, 3, 2)
+    planes[:, 0, 0, 0] = 1.0
+    mb = {"obs": planes, "raw_actions": torch.full((n,), 8), "action_masks": torch.ones(n, 9, dtype=torch.bool)}
+    outs = [PPO._mirrored(mirroring(tictactoe_dihedral, seed=seed), mb)["raw_actions"] for seed in (0, 0, 1)]
+    assert torch.equal(outs[0], outs[1]) and not torch.equal(outs[0], outs[2])
+    assert set(outs[0].tolist()) == {0, 2, 6, 8}  # the corner 8 stays a corner, and half the rows keep it
 
 
 def mirroring(symmetry, name: str = f"{HERE}:symmetry", seed: int = 0) -> SimpleNamespace:

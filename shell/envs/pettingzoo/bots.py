@@ -11,8 +11,13 @@
 - :func:`connect_four_careful`: the blocker that also looks one move further: of the columns left after it finds no
   win and no block, it plays one that does not let the other seat win on top of its own piece, when there is one. A
   learner that plays it can no longer wait for a random move to open a win: it has to build threats it can keep.
+- :func:`tictactoe_blocker`: tic-tac-toe's one-ply player: a square that completes three for the mover, else one
+  that the other seat would complete next, else a uniform-random empty square. It punishes every move that leaves
+  a fork to it (it blocks, and its block may make the fork), which random moves seldom do (``configs/tictactoe.toml``
+  trains against it in some of its games).
 
-The observation is the seat's as the policy sees it: connect four's ``[6, 7, 2]`` planes (or the same flattened,
+The observation is the seat's as the policy sees it: tic-tac-toe's ``[3, 3, 2]`` planes (or ``[18]``; square
+``3 i + j`` at ``[i, j]``, plane 0 the mover's), connect four's ``[6, 7, 2]`` planes (or the same flattened,
 ``[84]``; plane 0 the mover's pieces, plane 1 the other seat's; row 0 the top), in a dict under ``"observation"`` or
 bare. A bot draws its random moves from its own generator, seeded once per process: a run repeats its games.
 """
@@ -23,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["connect_four_blocker", "connect_four_careful", "connect_four_greedy", "connect_four_wins"]
+__all__ = ["connect_four_blocker", "connect_four_careful", "connect_four_greedy", "connect_four_wins",
+           "tictactoe_blocker"]
 
 ROWS, COLUMNS = 6, 7
 _RNG = np.random.default_rng(0)
@@ -123,3 +129,26 @@ def connect_four_careful(observation: Any, action_mask: np.ndarray) -> int:
         if not connect_four_wins(planes[:, :, 1], after, column):
             safe.append(column)
     return int(_RNG.choice(safe or legal))
+
+
+#: tic-tac-toe's eight lines of three squares (square ``3 i + j``)
+TICTACTOE_LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+
+
+def tictactoe_blocker(observation: Any, action_mask: np.ndarray) -> int:
+    """An empty square that completes a line of three for the mover, else one that the other seat would complete
+    next (a random one of several), else a uniform-random empty square.
+
+    Args:
+        observation: the mover's planes ``[3, 3, 2]`` or ``[18]`` (see the module doc).
+        action_mask: ``[9]`` bool, the empty squares.
+    """
+    obs = observation["observation"] if isinstance(observation, dict) else observation
+    planes = np.asarray(obs).reshape(9, 2).astype(bool)
+    legal = np.flatnonzero(action_mask).tolist()
+    for plane in (0, 1):  # the mover's win first, then the other seat's
+        hits = [a for a in legal if any(a in line and sum(planes[b, plane] for b in line if b != a) == 2
+                                        for line in TICTACTOE_LINES)]
+        if hits:
+            return int(_RNG.choice(hits))
+    return int(_RNG.choice(legal))
