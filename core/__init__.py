@@ -5,6 +5,7 @@ No modules, optimisers, environments, global state or I/O. Imports only
 """
 
 from core.advantages import bootstrap_truncated, gae, turn_gae
+from core.composite import linked_active, linked_sum
 from core.distributions import (
     categorical_sample,
     multi_discrete_entropy_coef,
@@ -78,6 +79,8 @@ __all__ = [
     "gae",
     "legal_log_count",
     "linear_schedule",
+    "linked_active",
+    "linked_sum",
     "magnet_kl",
     "masked_argmax",
     "masked_categorical",

@@ -3,14 +3,17 @@
 ``shell.train``, ``shell.resume``, ``shell.evaluate``, ``shell.play``, ``shell.StopOnReward``, ``shell.TrainResult``
 (shell/api.py) and ``shell.load_policy`` and ``shell.Policy`` (shell/inference.py) are the entry points for your
 own programs.
-Importing it registers ``CartPoleNoVel-v1`` and ``PendulumNoVel-v1`` with gymnasium (shell/envs/pomdp.py).
+Importing it registers ``CartPoleNoVel-v1`` and ``PendulumNoVel-v1`` (shell/envs/pomdp.py) and ``Platform-v0``
+(shell/envs/platform.py) with gymnasium.
 """
 
 from typing import Any
 
+from shell.envs.platform import register as _register_platform
 from shell.envs.pomdp import register as _register_pomdp
 
 _register_pomdp()
+_register_platform()
 
 _API = {"train": "shell.api", "resume": "shell.api", "evaluate": "shell.api", "play": "shell.api",
         "StopOnReward": "shell.api", "TrainResult": "shell.api",

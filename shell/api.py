@@ -87,8 +87,8 @@ class TrainResult:
     """What :func:`train` and :func:`resume` return.
 
     Attributes:
-        policy: the trained deterministic policy, the type :func:`shell.inference.load_policy`
-            returns: ``policy.act(obs)`` or ``policy(obs)``.
+        policy: the trained deterministic policy, as :func:`shell.inference.load_policy` returns it (the
+            average policy of a run that keeps one, ``ppo.average_decay``): ``policy.act(obs)`` or ``policy(obs)``.
         run_dir: the run's folder (config.toml, metrics.csv, checkpoints/, summary.json).
         summary: the run's summary (summary.json), with ``stopped_early``.
         config: the resolved config.

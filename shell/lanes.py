@@ -175,6 +175,7 @@ class Lanes:
                 if update <= average_from:  # not started: the next update_parameters copies the policy
                     lane.average.n_averaged.zero_()
                 lane.average.update_parameters(lane.agent)
+                lane.average.module.action_mask_source = lane.agent.action_mask_source  # it acts as the policy does
                 with torch.no_grad():
                     for mine, theirs in zip(lane.average.module.buffers(), lane.agent.buffers(), strict=True):
                         mine.copy_(theirs)

@@ -457,9 +457,12 @@ class Trainer:
         return self.dist.any(any(bool(r) for r in results), self.device)
 
     def policy(self) -> Any:
-        """The trained deterministic policy: a :class:`shell.inference.Policy`, or for a multi-agent env an
-        :class:`shell.inference.AgentsPolicy` (agent dict -> action dict)."""
-        return policy_for(self.agent, self.spaces.get("agents"), self.config.policy.agent_id)
+        """The trained deterministic policy, as :func:`shell.inference.load_policy` loads it from the run: a
+        :class:`shell.inference.Policy`, or for a multi-agent env an :class:`shell.inference.AgentsPolicy` (agent
+        dict -> action dict); the average policy where the run keeps one (``ppo.average_decay``)."""
+        average = self.lanes.average
+        agent = self.agent if average is None or self.update == 0 else average
+        return policy_for(agent, self.spaces.get("agents"), self.config.policy.agent_id)
 
     def _check_stop(self) -> None:
         """Raise Interrupted when a stop was requested (on any rank: they agree through one all_reduce)."""

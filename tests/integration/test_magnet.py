@@ -139,6 +139,9 @@ def test_the_average_policy_is_the_moving_average_of_the_weights_saved_restored_
     legal = {"player_0": np.ones((1, 2), bool)}
     assert not np.allclose(policy.probs({"player_0": obs}, action_mask=legal)["player_0"],
                            mean_policy.probs({"player_0": obs}, action_mask=legal)["player_0"])
+    np.testing.assert_array_equal(run.policy.probs({"player_0": obs}, action_mask=legal)["player_0"],  # train's
+                                  mean_policy.probs({"player_0": obs}, action_mask=legal)["player_0"])
+    assert run.policy.masked and mean_policy.masked
     # a resume goes on from the saved average and its count
     trainer = Trainer(kuhn(**AVERAGE), tmp_path / "again", progress=False)
     trainer.load_state_dict(states[1])
