@@ -47,7 +47,7 @@ from shell.errors import ConfigError, said
 from shell.evaluation import eval_checkpoint
 from shell.games.play import play as play_game
 from shell.inference import Policy, load_policy, read_checkpoint, require_env
-from shell.runner import Trainer, prepare_run_dir
+from shell.runner import Trainer, default_run_dir, prepare_run_dir
 from shell.stop import StopRequest
 from shell.tracking import check_loggers
 
@@ -204,27 +204,55 @@ def train(config: Config | str | os.PathLike | None = None, env: EnvSource | Non
                           "overrides={'run.eval_every': 5})")
     eval_source = _eval_source(env, kind, eval_env, config)
     dist = dist or Dist()
-    existed = run_dir is not None and Path(run_dir).exists()
-    path = prepare_run_dir(None if run_dir is None else Path(run_dir), config) if dist.is_main else None
-    path = Path(dist.gather_objects(str(path))[0])
+    made = None  # the topmost folder that making the run dir creates (the run dir, or runs/ above it)
+    if dist.is_main:
+        path = Path(run_dir) if run_dir is not None else default_run_dir(config)
+        made = _first_missing(path)
+        path = prepare_run_dir(path, config)
+    path = Path(dist.gather_objects(str(path) if dist.is_main else None)[0])
     try:
         trainer = Trainer(config, path, dist, stop, env_source=source, callbacks=callbacks,
                           eval_source=eval_source, progress=progress, source_kind=kind,
                           tracker_tags=dict(tracker_tags or {}))
     except ConfigError:
         # a start-up error (env id, space, device, missing extra) leaves no empty run dir behind
-        if dist.is_main and not existed and path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
+        if made is not None and path.is_dir() and not any(path.iterdir()):
+            _remove_made(path, made)
         raise
     try:
         summary = trainer.train()
     except ConfigError:
         # a start-up error that the first reset finds (a mask convention that finds no mask) leaves no run dir
         # behind either, so that the same command, corrected, can run again
-        if dist.is_main and not existed and not any((path / "checkpoints").glob("*.pt")):
+        if made is not None and not any((path / "checkpoints").glob("*.pt")):
             shutil.rmtree(path, ignore_errors=True)
+            _remove_made(path, made)
         raise
     return TrainResult(trainer.policy(), path, summary, config)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The topmost of ``path`` and its parents that does not exist yet (what making ``path`` creates); None when
+    ``path`` exists."""
+    top = None
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        top = folder
+    return top
+
+
+def _remove_made(path: Path, made: Path) -> None:
+    """Remove ``path`` and the empty folders above it up to ``made`` (what :func:`_first_missing` said making
+    it would create): a refused run leaves neither its run dir nor an empty ``runs/``."""
+    for folder in (path, *path.parents):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another run's), or already gone
+            if folder.exists():
+                return
+        if folder == made:
+            return
 
 
 def _finished_summary(run_dir: Path, state: Mapping[str, Any], config: Config) -> dict[str, Any] | None:

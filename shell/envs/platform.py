@@ -139,7 +139,14 @@ def _overlapping(x: float, y: float, left: float, bottom: float, width: float, h
 class PlatformEnv(gym.Env[np.ndarray, dict[str, Any]]):
     """Platform (Masson et al. 2016) as in cycraig/gym-platform: one step is one parameterised action.
 
-    See the module docstring for the spaces, reward, constants and the reference's lines.
+    - action: ``Dict(kind=Discrete(3), run=Box(0, 30, (1,)), hop=Box(0, 720, (1,)), leap=Box(0, 430, (1,)))``,
+      float32 Boxes; ``kind`` 0 = run, 1 = hop, 2 = leap, and only the chosen kind's parameter is read.
+    - observation: ``[9]`` float32 in [0, 1], the reference's scaled state features.
+    - reward: the distance moved right during the action / 1035 (the goal's x): an episode that reaches the
+      goal returns 1.0. Terminated on the goal, a fall or an enemy; ``Platform-v0`` truncates after 200 actions.
+    - ``info["frames"]``: the simulation frames the action took.
+
+    The module docstring gives the constants, their lines in the reference, the noise and the departures.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}

@@ -287,3 +287,22 @@ def test_layout_of_a_locked_integer_component():
     assert layout.free_index.tolist() == [0, 2] and layout.fixed_action.tolist() == [0.0, 4.0, 0.0]
     assert layout.scale.tolist() == [3.0, 3.5] and layout.bias.tolist() == [2.5, 0.0]
     assert layout.low.tolist() == [0.0, -3.0] and layout.high.tolist() == [5.0, 3.0] and layout.integer
+
+
+def test_a_refused_run_without_a_run_dir_leaves_no_empty_runs_folder(tmp_path, monkeypatch):
+    """The default run dir runs/<env>__s<seed>__<time>: a start-up refusal (Platform-v0's Dict action) removes it
+    and the runs/ folder it made, but never a runs/ that was there before, nor another run's folder in it."""
+    from shell.api import train
+
+    monkeypatch.chdir(tmp_path)
+    config = config_from_dict({"env": {"id": "Platform-v0", "num_envs": 2}, "run": {"total_timesteps": 64}})
+    with pytest.raises(ConfigError, match="unsupported action space Dict of 4 spaces"):
+        train(config=config, progress=False)
+    assert not (tmp_path / "runs").exists()
+    (tmp_path / "runs" / "other").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="unsupported action space Dict"):
+        train(config=config, progress=False)
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["other"]
+    with pytest.raises(ConfigError, match="unsupported action space Dict"):
+        train(config=config, run_dir=tmp_path / "a" / "b", progress=False)
+    assert not (tmp_path / "a").exists()
