@@ -37,13 +37,14 @@ def linked_active(choice: torch.Tensor, selects: torch.Tensor) -> torch.Tensor:
         ``[B, P]`` bool, ``selects[choice]``. For several links, combine their results with ``&``.
 
     Raises:
-        ValueError: ``choice`` not ``[B]`` integer, ``selects`` not ``[n, P]`` bool, or a choice out of range.
+        ValueError: ``choice`` not ``[B]`` integer, ``selects`` not ``[n, P]`` bool, or (on the CPU) a choice out of
+            range; on an accelerator the indexing reports one, so that the check costs no device sync.
     """
     if choice.dim() != 1 or choice.dtype.is_floating_point or choice.dtype == torch.bool:
         raise ValueError(f"choice must be [B] integer, got {list(choice.shape)} {choice.dtype}")
     if selects.dim() != 2 or selects.dtype != torch.bool:
         raise ValueError(f"selects must be [n, P] bool, got {list(selects.shape)} {selects.dtype}")
-    if choice.numel() and (int(choice.min()) < 0 or int(choice.max()) >= selects.shape[0]):
+    if choice.device.type == "cpu" and choice.numel() and (int(choice.min()) < 0 or int(choice.max()) >= selects.shape[0]):
         raise ValueError(f"choice holds {int(choice.min())}..{int(choice.max())}, outside 0..{selects.shape[0] - 1}")
     return selects[choice]
 

@@ -59,6 +59,8 @@ def _cases(dtype: torch.dtype):
         "masked_entropy": (lambda: core.masked_entropy(m(B, A), mask), (B,)),
         "masked_probs": (lambda: core.masked_probs(m(B, A), mask), (B, A)),
         "magnet_kl": (lambda: core.magnet_kl(m(B, A), m(B, A), mask), (B,)),
+        "linked_active": (lambda: core.linked_active(index, mask), (B, A), torch.bool),
+        "linked_sum": (lambda: core.linked_sum(m(B, A), mask, m(A)), (B,)),
         "masked_log_prob_and_entropy": (lambda: core.masked_log_prob_and_entropy(m(B, A), mask, index), (B,)),
         "masked_categorical_sample": (lambda: core.masked_categorical_sample(m(B, A), mask, m(B, A)), (B,),
                                       torch.long),
