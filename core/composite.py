@@ -44,7 +44,8 @@ def linked_active(choice: torch.Tensor, selects: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"choice must be [B] integer, got {list(choice.shape)} {choice.dtype}")
     if selects.dim() != 2 or selects.dtype != torch.bool:
         raise ValueError(f"selects must be [n, P] bool, got {list(selects.shape)} {selects.dtype}")
-    if choice.device.type == "cpu" and choice.numel() and (int(choice.min()) < 0 or int(choice.max()) >= selects.shape[0]):
+    on_cpu = choice.device.type == "cpu" and choice.numel()
+    if on_cpu and (int(choice.min()) < 0 or int(choice.max()) >= selects.shape[0]):
         raise ValueError(f"choice holds {int(choice.min())}..{int(choice.max())}, outside 0..{selects.shape[0] - 1}")
     return selects[choice]
 
