@@ -21,14 +21,14 @@ the shape.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.errors import ConfigError, space_text
+from shell.errors import ConfigError, clipped, space_text
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_EXACT_INT = 2**24  # float32 represents every integer up to this magnitude
@@ -152,13 +152,23 @@ def to_env_action(action: torch.Tensor, space: gym.Space) -> np.ndarray:
     Args:
         action: ``[N, A]`` float Box actions (``A = prod(space.shape)``), ``[N]`` Discrete or
             ``[N, K]`` MultiDiscrete long actions (start included), or ``[N, n]`` MultiBinary bits, on any
-            device (MultiBinary bits are reshaped to the space's shape and cast to int8).
+            device (MultiBinary bits are reshaped to the space's shape and cast to int8), or ``[N, W]`` float rows
+            of a Dict or Tuple space: its parts' columns side by side (:func:`action_parts`; a Discrete part's
+            index plus start in one column, exact in float32 up to 2**24).
         space: the single (per sub-env) action space.
 
     Returns:
-        ``[N, *space.shape]`` array of ``space.dtype``, every row inside the space.
+        ``[N, *space.shape]`` array of ``space.dtype``, every row inside the space; for a Dict or Tuple space, a
+        dict or tuple of such arrays, nested as the space is (what gymnasium's vector envs take).
     """
     out = action.detach().cpu().numpy()
+    if isinstance(space, COMPOSITES):
+        return _composite_env_action(out, space)
+    return _leaf_env_action(out, space)
+
+
+def _leaf_env_action(out: np.ndarray, space: gym.Space) -> np.ndarray:
+    """:func:`to_env_action` of a numpy batch of one leaf space (Box, Discrete, MultiDiscrete, MultiBinary)."""
     if isinstance(space, spaces.Box):
         out = out.reshape(out.shape[0], *space.shape)
         if space.dtype.kind in "iu" and out.dtype.kind == "f":
@@ -167,3 +177,96 @@ def to_env_action(action: torch.Tensor, space: gym.Space) -> np.ndarray:
     elif isinstance(space, spaces.MultiBinary):
         out = out.reshape(out.shape[0], *space.shape)
     return out.astype(space.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------- composite actions
+
+COMPOSITES = (spaces.Dict, spaces.Tuple)
+LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+class ActionPart(NamedTuple):
+    """One leaf of a composite (Dict or Tuple) action space.
+
+    Attributes:
+        name: the part's name: its Dict key or Tuple index, nested ones joined by dots (``"kind"``, ``"0"``,
+            ``"move.x"``); what ``policy.action_links`` names.
+        path: the keys and indices from the top space down to the part.
+        space: the part's own space (Box, Discrete, MultiDiscrete or MultiBinary).
+        width: the part's columns in the policy's flat action row: ``prod(shape)`` for a Box, 1 for a Discrete,
+            ``K`` for a MultiDiscrete, ``n`` bits for a MultiBinary.
+    """
+
+    name: str
+    path: tuple[str | int, ...]
+    space: gym.Space
+    width: int
+
+
+def action_width(space: gym.Space) -> int:
+    """The columns a leaf space takes in a composite's flat action row (see :class:`ActionPart`)."""
+    if isinstance(space, spaces.Discrete):
+        return 1
+    if isinstance(space, spaces.MultiDiscrete):
+        return int(space.nvec.size)
+    return int(np.prod(space.shape, dtype=np.int64))
+
+
+def action_parts(space: gym.Space) -> list[ActionPart]:
+    """The leaves of a Dict or Tuple action space, depth first in the space's own order (a Dict's key order).
+
+    Raises:
+        ConfigError: one line naming the space, for an empty Dict or Tuple, or a part that is neither a Dict, a
+            Tuple, nor a Box, Discrete, MultiDiscrete or MultiBinary (a Text, Graph or Sequence part).
+    """
+    parts: list[ActionPart] = []
+
+    def walk(sub: gym.Space, path: tuple[str | int, ...]) -> None:
+        if isinstance(sub, COMPOSITES):
+            items = sub.spaces.items() if isinstance(sub, spaces.Dict) else enumerate(sub.spaces)
+            if not len(sub.spaces):
+                raise ConfigError(f"unsupported action space {space_text(space)}: an empty {type(sub).__name__} "
+                                  "has no action to learn")
+            for key, child in items:
+                walk(child, (*path, key))
+        elif isinstance(sub, LEAVES):
+            parts.append(ActionPart(".".join(map(str, path)), path, sub, action_width(sub)))
+        else:
+            where = ".".join(map(str, path))
+            raise ConfigError(f"unsupported action space {space_text(space, 32)}: its part {clipped(where, 20)!r} is "
+                              f"a {type(sub).__name__}, not a Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple")
+
+    walk(space, ())
+    return parts
+
+
+def action_row(action: np.ndarray | dict | tuple, row: int) -> np.ndarray | dict | tuple:
+    """Row ``row`` of a batch of env actions (:func:`to_env_action`'s result), keeping a composite's structure."""
+    if isinstance(action, dict):
+        return {key: action_row(part, row) for key, part in action.items()}
+    if isinstance(action, tuple):
+        return tuple(action_row(part, row) for part in action)
+    return action[row]
+
+
+def _composite_env_action(out: np.ndarray, space: gym.Space) -> dict | tuple:
+    """The flat float rows ``[N, W]`` of a composite action -> the structure the vector env takes: a Dict of
+    batched parts (``{key: [N, ...]}``) or a tuple of them, nested as the space is, each part cast as
+    :func:`to_env_action` casts a space of its kind."""
+    leaves = action_parts(space)
+    parts = iter(leaves)
+    columns = iter(np.split(out, np.cumsum([p.width for p in leaves])[:-1], axis=1))
+
+    def build(sub: gym.Space) -> Any:
+        if isinstance(sub, spaces.Dict):
+            return {key: build(child) for key, child in sub.spaces.items()}
+        if isinstance(sub, spaces.Tuple):
+            return tuple(build(child) for child in sub.spaces)
+        part, column = next(parts), next(columns)
+        if isinstance(part.space, spaces.Discrete):
+            column = column[:, 0]
+        if not isinstance(part.space, spaces.Box):
+            column = np.rint(column).astype(np.int64)
+        return _leaf_env_action(column, part.space)
+
+    return build(space)

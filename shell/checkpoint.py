@@ -78,6 +78,7 @@ def space_to_data(space: gym.Space) -> dict[str, Any]:
     - Discrete: ``n``, ``start``, ``dtype``. MultiDiscrete: ``nvec``, ``start`` (nested lists),
       ``dtype``. MultiBinary: ``n`` (an int or a list of ints).
     - Dict: ``spaces``, a list of ``[key, data]`` pairs in the space's key order (the policy's order).
+      Tuple: ``spaces``, a list of data.
 
     Raises:
         ValueError: any other space (the policies serve no other).
@@ -95,8 +96,10 @@ def space_to_data(space: gym.Space) -> dict[str, Any]:
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
     if isinstance(space, spaces.Dict):
         return {"type": "Dict", "spaces": [[key, space_to_data(sub)] for key, sub in space.spaces.items()]}
+    if isinstance(space, spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_data(sub) for sub in space.spaces]}
     raise ValueError(f"a checkpoint cannot store a {kind} space ({space}); it stores Box, Discrete, "
-                     "MultiDiscrete, MultiBinary and Dict of those")
+                     "MultiDiscrete, MultiBinary and Dict or Tuple of those")
 
 
 def space_from_data(data: dict[str, Any]) -> gym.Space:
@@ -121,6 +124,8 @@ def space_from_data(data: dict[str, Any]) -> gym.Space:
         return spaces.MultiBinary(data["n"])
     if kind == "Dict":
         return spaces.Dict([(key, space_from_data(sub)) for key, sub in data["spaces"]])
+    if kind == "Tuple":
+        return spaces.Tuple([space_from_data(sub) for sub in data["spaces"]])
     raise ValueError(f"not a stored space: {data!r}")
 
 

@@ -22,6 +22,13 @@ Output ``action``: ``[B, *action_space.shape]`` in the action space's dtype (flo
 spaces, int64 for Discrete and MultiDiscrete by default), exactly what ``Policy`` returns: the
 cast is part of the graph.
 
+A Dict or Tuple action space gives one output per part instead of ``action``, named ``action.`` and
+the part's name as :func:`shell.actions.action_parts` gives it (a Dict key, a Tuple index, nested names
+joined by dots: ``action.kind``, ``action.1.md``; ``_out`` appended where an input has that name), each
+``[B, *part.shape]`` in the part's dtype, in that order;
+the metadata's ``output.outputs`` gives each one's ``path`` of keys and indices, which rebuilds the
+structure (:func:`action_leaves` goes the other way).
+
 A policy trained with action masks takes one more input after the observation parts (and before
 a recurrent state): ``action_mask`` ``[B, A]`` bool, True where legal (Discrete ``A = n``,
 MultiDiscrete the component masks concatenated, ``A = sum(nvec)``; MultiBinary ``A = n``, True where
@@ -60,6 +67,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from shell.actions import COMPOSITES, action_parts, action_width
 from shell.envs.masks import MASK_KEY, component_sizes, has_mask_key, mask_size, without_mask_key
 from shell.errors import ConfigError, ExportError, first_line, said
 from shell.inference import Policy, load_agent, resolve_checkpoint
@@ -129,17 +137,17 @@ class DeterministicPolicy(nn.Module):
         self.state_size = int(agent.initial_state(1, torch.device("cpu")).shape[1]) if self.recurrent else 0
         self.layout: ObsLayout = obs_layout(observation_space)
         self.action_space = agent.action_space
-        space = self.action_space
-        self.box = isinstance(space, spaces.Box)
-        self.multi_binary = isinstance(space, spaces.MultiBinary)
-        self.out_dtype = _torch_dtype(space.dtype)
-        self.action_shape = tuple(space.shape)
-        if self.box:
-            # to_env_action clips a float32 action against bounds of the space's dtype in numpy's common dtype
-            clip = np.result_type(np.float32, space.dtype)
-            self.clip_dtype = _torch_dtype(clip)
-            self.register_buffer("low", torch.as_tensor(np.asarray(space.low, clip)), persistent=False)
-            self.register_buffer("high", torch.as_tensor(np.asarray(space.high, clip)), persistent=False)
+        #: the outputs' spaces: the action space itself (output ``action``), or a composite's parts (one output
+        #: named after each part, in :func:`shell.actions.action_parts` order)
+        self.leaves = export_leaves(self.action_space)
+        self.composite = isinstance(self.action_space, COMPOSITES)
+        self.widths = [action_width(space) for _, space in self.leaves]
+        for i, (_, space) in enumerate(self.leaves):
+            if isinstance(space, spaces.Box):
+                # to_env_action clips a float32 action against bounds of the space's dtype in numpy's common dtype
+                clip = np.result_type(np.float32, space.dtype)
+                self.register_buffer(f"low_{i}", torch.as_tensor(np.asarray(space.low, clip)), persistent=False)
+                self.register_buffer(f"high_{i}", torch.as_tensor(np.asarray(space.high, clip)), persistent=False)
 
     @property
     def input_names(self) -> list[str]:
@@ -150,7 +158,14 @@ class DeterministicPolicy(nn.Module):
 
     @property
     def output_names(self) -> list[str]:
-        return ["action", "state_out"] if self.recurrent else ["action"]
+        names = [name for name, _ in self.leaves]
+        taken = set(self.input_names)  # ONNX needs every name distinct: an observation key may be a part's too
+        for i, name in enumerate(names):
+            while name in taken:
+                name += "_out"
+            names[i] = name
+            taken.add(name)
+        return [*names, "state_out"] if self.recurrent else names
 
     def _part(self, x: torch.Tensor, part: ObsPart) -> torch.Tensor:
         """One raw input -> the tensor shell.observations.to_tensor gives."""
@@ -177,12 +192,49 @@ class DeterministicPolicy(nn.Module):
                                                 action_mask=mask)
         else:
             action = self.agent.act(obs, deterministic=True, action_mask=mask)
-        if self.multi_binary:
-            action = action.reshape(action.shape[0], *self.action_shape)
-        if self.box:  # shell.actions.to_env_action: reshape, clip in the common dtype, cast
-            action = action.reshape(action.shape[0], *self.action_shape).to(self.clip_dtype)
-            action = torch.minimum(torch.maximum(action, self.low), self.high)
-        return (action.to(self.out_dtype), state) if self.recurrent else action.to(self.out_dtype)
+        columns = action.split(self.widths, dim=-1) if self.composite else [action]
+        out = tuple(self._leaf(column, i) for i, column in enumerate(columns))
+        if self.recurrent:
+            return (*out, state)
+        return out if self.composite else out[0]
+
+    def _leaf(self, action: torch.Tensor, i: int) -> torch.Tensor:
+        """One output: shell.actions.to_env_action of its part (a composite's float columns rounded to indices)."""
+        space = self.leaves[i][1]
+        out_dtype = _torch_dtype(space.dtype)
+        if isinstance(space, spaces.Box):  # reshape, clip in the common dtype, cast
+            low, high = getattr(self, f"low_{i}"), getattr(self, f"high_{i}")
+            action = action.reshape(action.shape[0], *space.shape).to(low.dtype)
+            return torch.minimum(torch.maximum(action, low), high).to(out_dtype)
+        if self.composite:  # a Discrete part's index is one float column
+            action = action.round().to(torch.long)
+            action = action[:, 0] if isinstance(space, spaces.Discrete) else action
+        if isinstance(space, spaces.MultiBinary):
+            action = action.reshape(action.shape[0], *space.shape)
+        return action.to(out_dtype)
+
+
+def export_leaves(space: gym.Space) -> list[tuple[str, gym.Space]]:
+    """The exported outputs' names and spaces: ``[("action", space)]``, or for a Dict or Tuple action space one
+    per part, named ``action.`` and the part's name (:func:`shell.actions.action_parts`: ``"action.kind"``,
+    ``"action.0"``, ``"action.move.x"``)."""
+    if isinstance(space, COMPOSITES):
+        return [(f"action.{part.name}", part.space) for part in action_parts(space)]
+    return [("action", space)]
+
+
+def action_leaves(action: Any, space: gym.Space) -> list[np.ndarray]:
+    """An env action (a batch), as :class:`shell.inference.Policy` returns it, as the exported outputs' list:
+    ``[action]``, or a composite's parts in :func:`export_leaves` order."""
+    if not isinstance(space, COMPOSITES):
+        return [np.asarray(action)]
+    return [np.asarray(_at(action, part.path)) for part in action_parts(space)]
+
+
+def _at(action: Any, path: tuple) -> Any:
+    for key in path:
+        action = action[key]
+    return action
 
 
 def observation_inputs(obs: Any, observation_space: gym.Space, mask_key: bool = True) -> list[np.ndarray]:
@@ -319,7 +371,8 @@ def _write_pt2(module: DeterministicPolicy, example: tuple, path: Path, metadata
 
 def load_exported(path: str | Path, format: str):
     """A callable ``(*inputs: np.ndarray) -> np.ndarray`` for an exported file (the check uses it);
-    for a recurrent policy it returns ``(action, state_out)``.
+    for a recurrent policy it returns ``(action, state_out)``, for a composite action space a tuple of the
+    parts (then ``state_out``).
 
     ONNX runs through an onnxruntime ``InferenceSession`` on the CPU; pt2 through
     ``torch.export.load(path).module()``.
@@ -364,20 +417,27 @@ def check_exported(run: Any, policy: Policy, obs: Any, observation_space: gym.Sp
     """
     expected = policy(obs, action_mask=masks)
     inputs = observation_inputs(obs, observation_space, mask_key=False)
-    got = np.asarray(run(*inputs, *([] if masks is None else [masks])))
+    got = _outputs(run(*inputs, *([] if masks is None else [masks])))
     _check_legal(got, masks, policy.action_space)
-    return _compare(got, expected, policy)
+    return _compare(got, action_leaves(expected, policy.action_space), policy)
 
 
-def _check_legal(actions: np.ndarray, masks: np.ndarray | None, space: gym.Space) -> None:
-    """Raise ExportError if an exported action is one its mask forbids."""
+def _outputs(out: Any) -> list[np.ndarray]:
+    """The exported function's outputs as a list of arrays (one output, or a composite's parts)."""
+    return [np.asarray(x) for x in out] if isinstance(out, tuple | list) else [np.asarray(out)]
+
+
+def _check_legal(actions: list[np.ndarray], masks: np.ndarray | None, space: gym.Space) -> None:
+    """Raise ExportError if an exported action (the outputs, :func:`export_leaves`) is one its mask forbids."""
     if masks is None:
         return
-    n = len(actions)
+    n = len(actions[0])
     if isinstance(space, spaces.MultiBinary):
-        bad = (actions.reshape(n, -1).astype(bool) & ~masks).any(axis=1)
-    else:
-        index = (actions.reshape(n, -1) - np.asarray(space.start).reshape(1, -1)).astype(np.int64)
+        bad = (actions[0].reshape(n, -1).astype(bool) & ~masks).any(axis=1)
+    else:  # the masked parts' indices side by side (a composite's Discrete and MultiDiscrete parts)
+        leaves = [(a, s) for a, (_, s) in zip(actions, export_leaves(space), strict=True) if component_sizes(s)]
+        index = np.concatenate([(a.reshape(n, -1) - np.asarray(s.start).reshape(1, -1)).astype(np.int64)
+                                for a, s in leaves], axis=1)
         offsets = np.concatenate([[0], np.cumsum(component_sizes(space))[:-1]]).astype(np.int64)
         bad = ~np.take_along_axis(masks, index + offsets, axis=1).all(axis=1)
     if bad.any():
@@ -401,29 +461,33 @@ def check_exported_recurrent(run: Any, policy: Policy, obs: Any, observation_spa
         mask_t = None if masks is None else np.roll(masks, 2 * t, 0)
         expected = policy(obs_t, episode_start=start, action_mask=mask_t)
         inputs = observation_inputs(obs_t, observation_space, mask_key=False)
-        got, state = run(*inputs, *([] if mask_t is None else [mask_t]), state, start)
-        _check_legal(np.asarray(got), mask_t, policy.action_space)
-        worst = max(worst, _compare(np.asarray(got), expected, policy))
+        *got, state = _outputs(run(*inputs, *([] if mask_t is None else [mask_t]), state, start))
+        _check_legal(got, mask_t, policy.action_space)
+        worst = max(worst, _compare(got, action_leaves(expected, policy.action_space), policy))
     return worst
 
 
-def _compare(got: np.ndarray, expected: np.ndarray, policy: Policy) -> float:
-    """The largest ``|got - expected|``; raises ExportError past the tolerance (see check_exported)."""
-    if got.shape != expected.shape or got.dtype != expected.dtype:
-        raise ExportError(f"the exported policy returns {got.dtype}{list(got.shape)}, the policy "
-                          f"{expected.dtype}{list(expected.shape)}")
-    diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    worst = float(diff.max()) if diff.size else 0.0
-    space = policy.action_space
-    if isinstance(space, spaces.Box) and space.dtype.kind == "f":
-        bound = float(np.max(np.abs(np.concatenate([space.low.ravel(), space.high.ravel()]))))
-        tol = RTOL_BOX * max(1.0, bound)
-    else:
-        tol = 0.0
-    if not worst <= tol:  # also catches NaN
-        rows = int((diff.reshape(len(diff), -1) > tol).any(axis=1).sum())
-        raise ExportError(f"the exported policy differs from the checkpoint's on {rows} of {len(diff)} "
-                          f"observations (max |difference| {worst:.3g}, allowed {tol:.3g})")
+def _compare(got: list[np.ndarray], expected: list[np.ndarray], policy: Policy) -> float:
+    """The largest ``|got - expected|`` over the outputs (:func:`export_leaves`); raises ExportError past the
+    tolerance (see check_exported)."""
+    worst = 0.0
+    for (name, space), g, e in zip(export_leaves(policy.action_space), got, expected, strict=True):
+        which = "" if name == "action" else f" part {name!r}:"
+        if g.shape != e.shape or g.dtype != e.dtype:
+            raise ExportError(f"the exported policy returns{which} {g.dtype}{list(g.shape)}, the policy "
+                              f"{e.dtype}{list(e.shape)}")
+        diff = np.abs(g.astype(np.float64) - e.astype(np.float64))
+        part = float(diff.max()) if diff.size else 0.0
+        if isinstance(space, spaces.Box) and space.dtype.kind == "f":
+            bound = float(np.max(np.abs(np.concatenate([space.low.ravel(), space.high.ravel()]))))
+            tol = RTOL_BOX * max(1.0, bound)
+        else:
+            tol = 0.0
+        if not part <= tol:  # also catches NaN
+            rows = int((diff.reshape(len(diff), -1) > tol).any(axis=1).sum())
+            raise ExportError(f"the exported policy differs from the checkpoint's{which} on {rows} of {len(diff)} "
+                              f"observations (max |difference| {part:.3g}, allowed {tol:.3g})")
+        worst = max(worst, part)
     return worst
 
 
@@ -520,8 +584,12 @@ def _export_lane(agent: Any, group: str | None, checkpoint: Path, config: Any, s
         "env_steps": state.get("env_steps"),
         "inputs": [{"name": name, "shape": ["batch", *part.space.shape], "dtype": str(_input_dtype(part))}
                    for name, part in zip(module.input_names, module.layout.parts.values(), strict=False)],
-        "output": {"name": "action", "shape": ["batch", *space.shape], "dtype": str(space.dtype),
-                   "action_space": str(space)},
+        "output": {"action_space": str(space), "outputs": [
+            {"name": name, "path": list(part.path), "shape": ["batch", *part.space.shape],
+             "dtype": str(part.space.dtype)} for name, part in zip(module.output_names, action_parts(space),
+                                                                   strict=False)]} if module.composite  # "path":
+        else {"name": "action", "shape": ["batch", *space.shape], "dtype": str(space.dtype),  # the structure
+              "action_space": str(space)},
     }
     if module.masked:
         metadata["inputs"].append({"name": MASK_KEY, "shape": ["batch", module.mask_size], "dtype": "bool",
@@ -563,5 +631,6 @@ def export_summary(result: ExportResult) -> dict[str, Any]:
             "checked_observations": result.checked_observations, "checked_max_abs_diff": result.max_abs_diff}
 
 
-__all__: Sequence[str] = ["DeterministicPolicy", "ExportResult", "check_exported", "check_exported_recurrent",
-                          "export_lanes", "export_policy", "load_exported", "observation_inputs"]
+__all__: Sequence[str] = ["DeterministicPolicy", "ExportResult", "action_leaves", "check_exported",
+                          "check_exported_recurrent", "export_lanes", "export_leaves", "export_policy", "load_exported",
+                          "observation_inputs"]

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.actions import to_env_action
+from shell.actions import action_row, to_env_action
 from shell.checkpoint import latest_checkpoint, load_checkpoint, space_from_data
 from shell.config import Config, config_from_saved
 from shell.devices import resolve_device
@@ -185,7 +185,8 @@ class Policy:
     ``env.obs_keys`` filter and Atari chain; a dict for Dict spaces, extra keys ignored) or a
     batch ``[N, ...]``; returns numpy actions as the env takes them: the action
     space's shape and dtype, inside its bounds (shell.actions.to_env_action), with
-    the same batch-ness as the input.
+    the same batch-ness as the input. A Dict or Tuple action space gives a dict or tuple of such
+    arrays, nested as the space is (each part batched for a batch).
 
     A recurrent policy keeps its state per env between calls (row i of a batch is env i; one
     observation is env 0). Call :meth:`reset` before a new episode, for all envs or for some
@@ -327,7 +328,7 @@ class Policy:
         single, return_action = self._step_rows(obs, episode_start, action_mask, step, rows, size)
         with torch.inference_mode():
             action = to_env_action(return_action, self.action_space)
-        return action[0] if single else action
+        return action_row(action, 0) if single else action
 
     def probs(self, obs: Any, episode_start: Any = None, action_mask: Any = None) -> np.ndarray:
         """The action probabilities behind :meth:`__call__` (its action is their legal argmax; :meth:`act` with
@@ -675,5 +676,5 @@ class AgentsPolicy:
                 actions = policy._act_rows(batch, deterministic, None, None, mask, rows, len(members))
             else:
                 actions = policy.act(batch, deterministic, action_mask=mask)
-            out.update(zip(names, actions, strict=True))
+            out.update((name, action_row(actions, i)) for i, name in enumerate(names))
         return out

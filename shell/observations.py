@@ -156,16 +156,19 @@ def _part_to_tensor(obs: np.ndarray, part: ObsPart, device: torch.device) -> tor
     if part.kind == "image":
         array = np.asarray(obs)
         if part.dtype == torch.float32:
-            array = _no_nan(array.astype(np.float32, copy=False))
+            array = _finite(array.astype(np.float32, copy=False))
         return torch.as_tensor(array, device=device)
-    flat = _no_nan(np.asarray(obs, dtype=np.float32).reshape(len(obs), -1))
+    flat = _finite(np.asarray(obs, dtype=np.float32).reshape(len(obs), -1))
     return torch.as_tensor(flat, device=device)
 
 
-def _no_nan(array: np.ndarray) -> np.ndarray:
-    """``array``, checked: a policy given NaN acts with NaN actions, which reach an env in silence."""
-    if np.isnan(array).any():
-        raise ObservationError("an observation holds NaN")
+def _finite(array: np.ndarray) -> np.ndarray:
+    """``array`` (float32), checked: a policy given NaN or an infinity acts with NaN actions, which reach an env in
+    silence. An infinity is an env's overflow (a float16 observation past 65504) or a value beyond float32's range."""
+    if not np.isfinite(array).all():
+        if np.isnan(array).any():
+            raise ObservationError("an observation holds NaN")
+        raise ObservationError("an observation holds an infinity (or a value beyond float32's range)")
     return array
 
 
@@ -176,8 +179,8 @@ def to_tensor(obs: Any, layout: ObsLayout, device: torch.device) -> Obs:
     in their own dtype (uint8 stays uint8).
 
     Raises:
-        ObservationError: a float part holds NaN (naming the Dict key), or a Discrete part holds a value outside
-            its space.
+        ObservationError: a float part holds NaN or an infinity (naming the Dict key), or a Discrete part holds a
+            value outside its space.
     """
     if layout.is_dict:
         parts = {}

@@ -96,6 +96,19 @@ def _groups(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 _groups.allowed = "a table of group name = [agent names]"
 
 
+def _action_links(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    for key, choices in value.items():
+        if not isinstance(choices, dict) or not choices:
+            raise ConfigError(f"{_key(attribute)}.{key} = {choices!r}: needs a table of choice = [part names]")
+        for choice, targets in choices.items():
+            if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+                raise ConfigError(f"{_key(attribute)}.{key}.{choice} = {targets!r}: needs a non-empty list of part "
+                                  "names")
+
+
+_action_links.allowed = "a table of Discrete part = { choice = [part names] }"
+
+
 WRAPPER_CLASS = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -274,6 +287,11 @@ class PolicyConfig:
                                                  "(privileged information, an asymmetric actor-critic as in rsl_rl "
                                                  "and IsaacLab); the actor, export and load_policy leave them out.",
                                            _names)
+    action_links: dict[str, Any] = _field(attrs.Factory(dict), "Parameterised (hybrid) actions of a Dict or Tuple "
+                                          "action space: a Discrete part's choices and the parts each selects, e.g. "
+                                          "{ kind = { 0 = [\"run\"], 1 = [\"hop\"] } }; a selected part's log-prob "
+                                          "and entropy count only where its choice is taken (parts named by key or "
+                                          "index, nested ones joined by dots).", _action_links)
 
 
 @_section("ppo")

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.actions import box_action_layout
+from shell.actions import COMPOSITES, action_parts, box_action_layout
 from shell.config import EnvConfig
 from shell.errors import ConfigError, clipped, space_text
 from shell.observations import Obs
@@ -223,8 +223,19 @@ def check_action_space(space: spaces.Space) -> None:
     Served: Box of any shape (flattened; float or integer dtype, finite bounds, fixed
     ``low == high`` components held at their value, see :func:`shell.actions.box_action_layout`),
     Discrete(n >= 2, start), MultiDiscrete(1-D nvec with an entry >= 2, start), of any
-    integer dtype, and MultiBinary of any shape (independent bits, flattened).
+    integer dtype, and MultiBinary of any shape (independent bits, flattened); Dict and Tuple spaces of
+    those, nested (shell.policies.composite: one joint distribution over the parts).
     """
+    if isinstance(space, COMPOSITES):
+        for part in action_parts(space):
+            try:
+                check_action_space(part.space)
+            except ConfigError as exc:  # the part named, the line kept short (its space summed up if need be)
+                message, suffix = str(exc), f" (action part {clipped(part.name, 30)!r})"
+                if len(message + suffix) > 190:
+                    message = message.replace(space_text(part.space), space_text(part.space, 24))
+                raise ConfigError(message + suffix) from None
+        return
     if isinstance(space, spaces.Box):
         box_action_layout(space)
         return
@@ -243,7 +254,7 @@ def check_action_space(space: spaces.Space) -> None:
         return
     raise ConfigError(
         f"unsupported action space {space_text(space)}; supported: Box with finite bounds, Discrete, MultiDiscrete, "
-        "MultiBinary"
+        "MultiBinary, Dict and Tuple"
     )
 
 

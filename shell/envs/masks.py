@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from shell.actions import COMPOSITES, action_parts
 from shell.errors import ConfigError, TrainingError, space_text
 
 MASK_KEY = "action_mask"
@@ -88,6 +89,9 @@ def mask_size(space: spaces.Space) -> int | None:
         return int(np.sum(space.nvec))
     if isinstance(space, spaces.MultiBinary):
         return int(np.prod(space.shape, dtype=np.int64))
+    if isinstance(space, COMPOSITES):  # its Discrete and MultiDiscrete parts' masks, concatenated in order
+        sizes = component_sizes(space)
+        return sum(sizes) if sizes else None
     return None
 
 
@@ -97,6 +101,8 @@ def component_sizes(space: spaces.Space) -> list[int]:
         return [int(space.n)]
     if isinstance(space, spaces.MultiDiscrete):
         return [int(n) for n in space.nvec]
+    if isinstance(space, COMPOSITES):
+        return [n for part in action_parts(space) for n in component_sizes(part.space)]
     return []
 
 

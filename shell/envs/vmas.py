@@ -348,8 +348,9 @@ class VmasLaneEnv:
 
     @staticmethod
     def _has_nan(obs: list[torch.Tensor]) -> torch.Tensor:
-        """A 0-d bool tensor: whether any agent's observation ``[N, S]`` holds NaN (no device sync)."""
-        return torch.stack([torch.isnan(o).any() for o in obs]).any()
+        """A 0-d bool tensor: whether any agent's observation ``[N, S]`` holds NaN or an infinity (no device
+        sync): the policy would act on either with NaN actions."""
+        return torch.stack([(~torch.isfinite(o)).any() for o in obs]).any()
 
     def _check_finite(self, obs: list[torch.Tensor], nan: bool, what: str) -> None:
         """Refuse a NaN observation (``nan``: :meth:`_has_nan`'s answer) before the policy acts on it: its NaN
@@ -360,8 +361,10 @@ class VmasLaneEnv:
         """
         if not nan:
             return
-        agent = next(a.name for a, o in zip(self.env.agents, obs, strict=True) if bool(torch.isnan(o).any()))
-        raise TrainingError(f"env {self.name}: agent {agent!r} observed NaN{what} (at vector step {self.steps})")
+        agent, o = next((a.name, o) for a, o in zip(self.env.agents, obs, strict=True)
+                        if bool((~torch.isfinite(o)).any()))
+        value = "NaN" if bool(torch.isnan(o).any()) else "an infinity"
+        raise TrainingError(f"env {self.name}: agent {agent!r} observed {value}{what} (at vector step {self.steps})")
 
     @staticmethod
     def _where(done_rows: torch.Tensor, fresh: Any, old: Any) -> Any:

@@ -12,8 +12,9 @@ from torch import nn
 from torch.distributions import Categorical
 
 import core
-from shell.actions import box_action_layout
+from shell.actions import COMPOSITES, box_action_layout
 from shell.config import PolicyConfig
+from shell.errors import ConfigError, space_text
 from shell.policies.layers import mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -415,9 +416,20 @@ def check_mask_shape(action_mask: torch.Tensor, batch: int, size: int) -> None:
 def make_actor(in_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.Module:
     """The actor for an action space (the space was checked by shell.envs.check_action_space).
 
+    A Dict or Tuple space gets a :class:`shell.policies.composite.CompositeActor` over its parts, linked by
+    ``policy.action_links``.
+
     Raises:
-        ConfigError: a Box the squashed Gaussian cannot serve.
+        ConfigError: a Box the squashed Gaussian cannot serve; ``policy.action_links`` that do not fit the
+            space (set for a space that is not a Dict or Tuple, or see CompositeActor).
     """
+    if isinstance(action_space, COMPOSITES):
+        from shell.policies.composite import CompositeActor  # built from this module's heads
+
+        return CompositeActor(in_size, action_space, cfg, cfg.action_links)
+    if cfg.action_links:
+        raise ConfigError(f"policy.action_links needs a Dict or Tuple action space; this env's is "
+                          f"{space_text(action_space)}")
     if isinstance(action_space, spaces.Box):
         return SquashedGaussianActor(in_size, action_space, cfg)
     if isinstance(action_space, spaces.MultiBinary):
@@ -427,7 +439,10 @@ def make_actor(in_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.M
 
 def default_ent_coef(action_space: gym.Space, base_coef: float = 0.01) -> float:
     """0 for Box; ``normalized_entropy_coef(n)`` for Discrete(n); ``base / sum ln(n_i)`` for MultiDiscrete;
-    ``base / (n ln 2)`` for MultiBinary of n bits."""
+    ``base / (n ln 2)`` for MultiBinary of n bits; ``base`` for a Dict or Tuple, whose entropy weighs each part
+    itself (shell.policies.composite)."""
+    if isinstance(action_space, COMPOSITES):
+        return base_coef
     if isinstance(action_space, spaces.Discrete):
         return core.normalized_entropy_coef(int(action_space.n), base_coef)
     if isinstance(action_space, spaces.MultiDiscrete):

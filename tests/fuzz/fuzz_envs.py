@@ -79,6 +79,8 @@ def mask_size(space: spaces.Space) -> int | None:
         return int(np.sum(space.nvec))
     if isinstance(space, spaces.MultiBinary):
         return int(np.prod(space.shape))
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        return sum(components(space)) or None
     return None
 
 
@@ -87,7 +89,24 @@ def components(space: spaces.Space) -> list[int]:
         return [int(space.n)]
     if isinstance(space, spaces.MultiDiscrete):
         return [int(n) for n in np.asarray(space.nvec).ravel()]
+    if isinstance(space, spaces.Dict | spaces.Tuple):  # the Discrete and MultiDiscrete parts' masks, in order
+        return [n for _, part in leaves(space) for n in components(part)]
     return []
+
+
+def leaves(space: spaces.Space, path: tuple = ()) -> list[tuple[tuple, spaces.Space]]:
+    """A composite action space's parts with their paths, depth first in the space's order."""
+    if isinstance(space, spaces.Dict):
+        return [leaf for key, sub in space.spaces.items() for leaf in leaves(sub, (*path, key))]
+    if isinstance(space, spaces.Tuple):
+        return [leaf for i, sub in enumerate(space.spaces) for leaf in leaves(sub, (*path, i))]
+    return [(path, space)]
+
+
+def at(action: Any, path: tuple) -> Any:
+    for key in path:
+        action = action[key]
+    return action
 
 
 def draw(space: spaces.Space, rng: np.random.Generator, scale: float) -> Any:
@@ -248,13 +267,18 @@ class FuzzEnv(gym.Env):
             raise FuzzIllegalAction(f"action {action!r} outside {space}")
         if self.mask_mode is None or not self.enforce_mask:
             return
-        flat = np.asarray(action).ravel()
+        if isinstance(space, spaces.Dict | spaces.Tuple):  # the masked parts' values side by side
+            parts = [(at(action, path), sub) for path, sub in leaves(space) if components(sub)]
+            flat = np.concatenate([np.asarray(value).ravel() for value, _ in parts])
+            start = np.concatenate([np.asarray(sub.start).ravel() for _, sub in parts])
+        else:
+            flat, start = np.asarray(action).ravel(), np.asarray(getattr(space, "start", 0)).ravel()
         if isinstance(space, spaces.MultiBinary):
             if np.any(flat.astype(bool) & ~self.mask):
                 raise FuzzIllegalAction(f"bits {flat.tolist()} against the mask {self.mask.astype(int).tolist()}")
             return
         offsets = np.concatenate([[0], np.cumsum(components(space))[:-1]]).astype(np.int64)
-        index = flat.astype(np.int64) - np.asarray(space.start).ravel().astype(np.int64) + offsets
+        index = flat.astype(np.int64) - start.astype(np.int64) + offsets
         if not np.all(self.mask[index]):
             raise FuzzIllegalAction(f"action {flat.tolist()} against the mask {self.mask.astype(int).tolist()}")
 

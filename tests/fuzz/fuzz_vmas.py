@@ -15,7 +15,7 @@ The spec (drawn by ``tests/fuzz/strategies.py``, :func:`tests.fuzz.strategies.sc
   ``env.max_episode_steps`` ends an episode);
 - ``reward_scale``: rewards are drawn from ``[-reward_scale, reward_scale]``, per agent and world;
 - ``fault``: None or ``{"kind", "at"}``: at the scenario's ``at``-th step over its life it ``"raise"``s, pays a
-  ``"nan_reward"`` or shows a ``"nan_obs"``.
+  ``"nan_reward"`` or shows a ``"nan_obs"`` (or an ``"inf_obs"``).
 
 Its random draws (positions, noise, rewards) come from VMAS's streams, which the backend seeds from the run.
 """
@@ -89,6 +89,8 @@ class FuzzScenario(BaseScenario):
         obs = base[:, :size].clone()
         if self._fault_now("nan_obs"):
             obs[:, 0] = float("nan")
+        if self._fault_now("inf_obs"):
+            obs[:, 0] = float("inf")
         kind = self.data.get("observation", "flat")
         if kind == "matrix":
             return torch.stack((obs, -obs), dim=1)

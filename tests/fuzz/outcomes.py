@@ -33,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from shell.actions import action_row
 from shell.checkpoint import load_checkpoint
 from shell.config import toml_value
 from shell.errors import ConfigError, TrainingError
@@ -195,13 +196,24 @@ def act_in_env(policy: Any, make_env: Callable[[], gym.Env], steps: int = 12, se
             action = policy(obs, action_mask=mask)
             batch = policy(_batched(obs), action_mask=None if mask is None else np.asarray(mask)[None])
             assert env.action_space.contains(action), f"{action!r} outside {env.action_space}"
-            assert np.array_equal(np.asarray(batch)[0], np.asarray(action)) or policy.recurrent, (batch, action)
+            assert same_action(action_row(batch, 0), action) or policy.recurrent, (batch, action)
             obs, _, terminated, truncated, info = env.step(action)
             if terminated or truncated:
                 obs, info = env.reset()
                 policy.reset()
     finally:
         env.close()
+
+
+def same_action(a: Any, b: Any) -> bool:
+    """Equal actions, a composite's (dicts and tuples of arrays) part by part."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return isinstance(a, dict) and isinstance(b, dict) and list(a) == list(b) and all(
+            same_action(a[k], b[k]) for k in a)
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
+            same_action(x, y) for x, y in zip(a, b, strict=True))
+    return np.array_equal(np.asarray(a), np.asarray(b))
 
 
 def _batched(obs: Any) -> Any:

@@ -108,9 +108,26 @@ def obs_spec() -> st.SearchStrategy[dict[str, Any]]:
     return st.one_of(*[leaf] * 6, *[supported] * 3, nest(leaf), nest(st.one_of(leaf, nest(leaf))))
 
 
-def action_spec() -> st.SearchStrategy[dict[str, Any]]:
+def leaf_action_spec() -> st.SearchStrategy[dict[str, Any]]:
     return st.one_of(box_spec(action=True), discrete_spec(), discrete_spec(min_n=2), multidiscrete_spec(),
                      multibinary_spec(action=True))
+
+
+def composite_action_spec() -> st.SearchStrategy[dict[str, Any]]:
+    """A Dict or Tuple of 0-3 action parts (an empty one is refused), now and then one nested in another."""
+    def nest(children: st.SearchStrategy) -> st.SearchStrategy:
+        keys = st.sampled_from(["kind", "run", "hop", "a", "b_1"])
+        as_dict = st.dictionaries(keys, children, min_size=0, max_size=3).map(lambda d: {"type": "dict", "spaces": d})
+        as_tuple = st.lists(children, min_size=0, max_size=3).map(lambda s: {"type": "tuple", "spaces": s})
+        return st.one_of(as_dict, as_dict, as_tuple)
+
+    # mostly parts the library serves: one refused part refuses the whole, and the served ones must train
+    leaf = st.one_of(leaf_action_spec(), *[leaf_action_spec().filter(lambda s: not action_refusals(s))] * 3)
+    return st.one_of(nest(leaf), nest(leaf), nest(st.one_of(leaf, nest(leaf))))
+
+
+def action_spec() -> st.SearchStrategy[dict[str, Any]]:
+    return st.one_of(*[leaf_action_spec()] * 5, composite_action_spec())
 
 
 # ----------------------------------------------------------------------------- what the library refuses
@@ -138,6 +155,9 @@ def obs_refusals(spec: dict[str, Any], nested: bool = False) -> list[str]:
 def action_refusals(spec: dict[str, Any]) -> list[str]:
     """Why an action space is documented as unsupported (shell/envs/base.py, shell/actions.py)."""
     kind = spec["type"]
+    if kind in ("dict", "tuple"):
+        parts = list(spec["spaces"].values()) if kind == "dict" else spec["spaces"]
+        return [r for part in parts for r in action_refusals(part)] if parts else [f"empty {kind} action"]
     if kind == "discrete":
         return ["Discrete(1)"] if spec["n"] < 2 else []
     if kind == "multidiscrete":
@@ -168,6 +188,11 @@ def refusals(spec: dict[str, Any]) -> list[str]:
 
 
 def maskable(act: dict[str, Any]) -> bool:
+    """Whether the action space takes a mask: a Discrete, MultiDiscrete or MultiBinary space, or a Dict or Tuple
+    with a Discrete or MultiDiscrete part (a composite's MultiBinary parts take none)."""
+    if act["type"] in ("dict", "tuple"):
+        parts = list(act["spaces"].values()) if act["type"] == "dict" else act["spaces"]
+        return any(maskable(part) and part["type"] != "multibinary" for part in parts)
     return act["type"] in ("discrete", "multidiscrete", "multibinary")
 
 
@@ -552,7 +577,7 @@ def game_run(draw: st.DrawFn) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- VMAS scenarios
-VMAS_FAULTS = ["raise", "nan_reward", "nan_obs"]
+VMAS_FAULTS = ["raise", "nan_reward", "nan_obs", "inf_obs"]
 
 
 @st.composite

@@ -256,6 +256,25 @@ def test_a_nan_observation_ends_training_with_one_line_instead_of_nan_actions(tm
         result.policy(np.full((1, 1, 2), np.nan, np.float32))
 
 
+@pytest.mark.parametrize("act", [
+    {"type": "box", "shape": [1, 2], "dtype": "float16", "low": -1.0, "high": 1.0},
+    {"type": "dict", "spaces": {"a": {"type": "box", "shape": [1, 2], "dtype": "float16", "low": -1.0, "high": 1.0}}},
+])
+def test_an_infinite_observation_ends_training_with_one_line(tmp_path, act):
+    """Found with composite actions, and the same for a plain Box: a float16 observation of 1e6 overflows to inf
+    (inside its space, whose high is inf), and the policy sent NaN actions back to the env. Like NaN, an infinity
+    now ends training with one line naming the step (exit 1); ``load_policy`` refuses it in one line."""
+    spec = {"obs": {"type": "box", "shape": [2], "dtype": "float16", "low": [1e6, 0.0], "high": [1e6 + 1, math.inf]},
+            "act": act, "episodes": [[5, "both"]], "reward_scale": 0.0, "obs_scale": 1e6, "mask": None,
+            "fault": None, "seed": 30}
+    run = {"env.num_envs": 1, "ppo.num_steps": 4, "ppo.num_minibatches": 1, "run.total_timesteps": 4,
+           "run.eval_episodes": 0, "run.device": "cpu", "run.loggers": []}
+    with pytest.raises(TrainingError) as info:
+        shell.train(overrides=fuzz_overrides(spec, run), run_dir=tmp_path / "run", progress=False)
+    assert str(info.value) == ("env Fuzz-v0: an observation holds an infinity (or a value beyond float32's range) "
+                               "(at vector step 0); no checkpoint was written yet")
+
+
 def test_a_nan_observation_of_an_agent_ends_training_with_one_line(tmp_path):
     """The same kind on the PettingZoo backend, in a Dict observation (the mask key beside it): one line naming
     the key and the step, exit 1."""

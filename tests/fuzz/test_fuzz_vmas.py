@@ -167,10 +167,13 @@ def test_a_generated_vmas_scenario_trains_or_is_refused_in_one_line(spec, run, d
 # Each was a case the generated test discarded (known_bug) while the bug was open, held by a strict xfail; now fixed,
 # its case is generated again and its test guards the fix. A new bug: its case in known_bug, its test here
 # under @pytest.mark.xfail(strict=True, reason="open bug: ..."), named test_open_bug_...
-def test_fixed_bug_a_nan_observation_of_vmas_ends_training_with_one_line_not_nan_actions():
+@pytest.mark.parametrize("kind", ["nan_obs", "inf_obs"])
+def test_fixed_bug_a_nan_observation_of_vmas_ends_training_with_one_line_not_nan_actions(kind):
+    """NaN, and an infinity too (found with composite actions on the gymnasium backend: the policy acts on either
+    with NaN actions)."""
     spec = {"kinds": [{"name": "runner", "count": 2, "obs_size": 3, "action_size": 2, "nvec": None, "u_range": 1.0,
                        "silent": True}], "dim_c": 0, "observation": "flat", "lengths": [0], "reward_scale": 1.0,
-            "fault": {"kind": "nan_obs", "at": 1}}
+            "fault": {"kind": kind, "at": 1}}
     run = {"env.backend": "vmas", "env.kwargs": {"continuous_actions": True}, "env.num_envs": 2,
            "env.action_mask": "auto", "ppo.num_steps": 4, "ppo.num_minibatches": 1, "ppo.update_epochs": 1,
            "policy.hidden_sizes": [8], "policy.critic": "local", "run.total_timesteps": 16, "run.eval_episodes": 0,

@@ -290,19 +290,22 @@ def test_layout_of_a_locked_integer_component():
 
 
 def test_a_refused_run_without_a_run_dir_leaves_no_empty_runs_folder(tmp_path, monkeypatch):
-    """The default run dir runs/<env>__s<seed>__<time>: a start-up refusal (Platform-v0's Dict action) removes it
-    and the runs/ folder it made, but never a runs/ that was there before, nor another run's folder in it."""
+    """The default run dir runs/<env>__s<seed>__<time>: a start-up refusal (a link to a part Platform-v0's Dict
+    action does not have) removes it and the runs/ folder it made, but never a runs/ that was there before, nor
+    another run's folder in it."""
     from shell.api import train
 
     monkeypatch.chdir(tmp_path)
-    config = config_from_dict({"env": {"id": "Platform-v0", "num_envs": 2}, "run": {"total_timesteps": 64}})
-    with pytest.raises(ConfigError, match="unsupported action space Dict of 4 spaces"):
+    config = config_from_dict({"env": {"id": "Platform-v0", "num_envs": 2}, "run": {"total_timesteps": 64},
+                               "policy": {"action_links": {"kind": {"0": ["walk"]}}}})
+    refusal = "policy.action_links.kind.0: the action space has no part 'walk'"
+    with pytest.raises(ConfigError, match=refusal):
         train(config=config, progress=False)
     assert not (tmp_path / "runs").exists()
     (tmp_path / "runs" / "other").mkdir(parents=True)
-    with pytest.raises(ConfigError, match="unsupported action space Dict"):
+    with pytest.raises(ConfigError, match=refusal):
         train(config=config, progress=False)
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["other"]
-    with pytest.raises(ConfigError, match="unsupported action space Dict"):
+    with pytest.raises(ConfigError, match=refusal):
         train(config=config, run_dir=tmp_path / "a" / "b", progress=False)
     assert not (tmp_path / "a").exists()

@@ -95,8 +95,9 @@ def test_observation_spaces():
     with pytest.raises(ConfigError, match="finite"):
         check_action_space(gym.spaces.Box(-np.inf, np.inf, (2,)))
     check_action_space(gym.spaces.MultiBinary(3))  # served since the masks round: independent Bernoulli bits
+    check_action_space(gym.spaces.Tuple((gym.spaces.Discrete(2),)))  # composites: served since the fifth round
     with pytest.raises(ConfigError, match="MultiBinary"):  # the message lists it among the served spaces
-        check_action_space(gym.spaces.Tuple((gym.spaces.Discrete(2),)))
+        check_action_space(gym.spaces.Text(4))
 
 
 def test_discrete_observation_env_is_one_hot(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from shell.actions import to_env_action
+from shell.actions import action_row, to_env_action
 from shell.config import EnvConfig, PolicyConfig
 from shell.envs import masks
 from shell.envs.base import StepResult, check_action_space
@@ -129,7 +129,7 @@ class GroupRows:
         is not, are never sent)."""
         M = self.rows_per_env
         acting = self._acting()
-        return {agent: self._action[i * M + j] for j, agent in enumerate(self.agents) if acting[i * M + j]}
+        return {agent: action_row(self._action, i * M + j) for j, agent in enumerate(self.agents) if acting[i * M + j]}
 
     def read_masks(self, i: int, obs: dict, infos: dict, at_reset: bool) -> None:
         """Keep copy i's masks (all true for rows that are not valid, a gone agent or a seat whose turn it is not:
