@@ -584,7 +584,7 @@ def _export_lane(agent: Any, group: str | None, checkpoint: Path, config: Any, s
         "env_steps": state.get("env_steps"),
         "inputs": [{"name": name, "shape": ["batch", *part.space.shape], "dtype": str(_input_dtype(part))}
                    for name, part in zip(module.input_names, module.layout.parts.values(), strict=False)],
-        "output": {"action_space": str(space), "outputs": [
+        "output": {"action_space": str(space), "action_links": config.policy.action_links, "outputs": [
             {"name": name, "path": list(part.path), "shape": ["batch", *part.space.shape],
              "dtype": str(part.space.dtype)} for name, part in zip(module.output_names, action_parts(space),
                                                                    strict=False)]} if module.composite  # "path":

@@ -101,9 +101,10 @@ def _action_links(_instance: Any, attribute: attrs.Attribute, value: Any) -> Non
         if not isinstance(choices, dict) or not choices:
             raise ConfigError(f"{_key(attribute)}.{key} = {choices!r}: needs a table of choice = [part names]")
         for choice, targets in choices.items():
-            if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+            if not isinstance(targets, list) or not targets or not all(
+                    isinstance(t, str | int) and not isinstance(t, bool) for t in targets):
                 raise ConfigError(f"{_key(attribute)}.{key}.{choice} = {targets!r}: needs a non-empty list of part "
-                                  "names")
+                                  "names (strings: a Dict key, a Tuple index such as \"1\")")
 
 
 _action_links.allowed = "a table of Discrete part = { choice = [part names] }"

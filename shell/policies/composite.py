@@ -41,7 +41,7 @@ from torch import nn
 import core
 from shell.actions import ActionPart, action_parts
 from shell.config import PolicyConfig
-from shell.errors import ConfigError, space_text
+from shell.errors import ConfigError, clipped, space_text
 from shell.policies.heads import BernoulliActor, CategoricalActor, SquashedGaussianActor, check_mask_shape
 
 
@@ -75,9 +75,10 @@ class CompositeActor(nn.Module):
         self.mask_sizes = [head.mask_size for head, m in zip(self.heads, self.masked, strict=True) if m]
         self.register_buffer("entropy_weights", torch.tensor([_entropy_weight(h) for h in self.heads]),
                              persistent=False)
-        self.link_parts, selects = _links(self.parts, links or {}, action_space)
-        for i, table in enumerate(selects):
+        self.link_parts, selects, governed = _links(self.parts, links or {}, action_space)
+        for i, (table, parts) in enumerate(zip(selects, governed, strict=True)):
             self.register_buffer(f"selects_{i}", table, persistent=False)
+            self.register_buffer(f"governed_{i}", parts, persistent=False)
 
     @property
     def raw_action_dtype(self) -> torch.dtype:
@@ -104,13 +105,20 @@ class CompositeActor(nn.Module):
         return [next(pieces) if m else None for m in self.masked]
 
     def _active(self, raw_columns: list[torch.Tensor]) -> torch.Tensor | None:
-        """``[B, P]`` bool, the parts that count in each row (core.linked_active of every link, combined); None
-        without links (every part counts)."""
+        """``[B, P]`` bool, the parts that count in each row; None without links (every part counts).
+
+        Each link (core.linked_active) keeps the parts its choice selects among those it governs, and only in the
+        rows where its own linking part counts: a part selected by a choice that had no effect has none either.
+        The links run from the top of the hierarchy down (:func:`_links` orders them).
+        """
         active = None
         for i, k in enumerate(self.link_parts):
             choice = raw_columns[k][:, 0].long()
             linked = core.linked_active(choice, getattr(self, f"selects_{i}"))
-            active = linked if active is None else active & linked
+            if active is None:
+                active = linked
+            else:  # a governed part also needs its linking part to count
+                active = active & linked & (active[:, k:k + 1] | ~getattr(self, f"governed_{i}"))
         return active
 
     def _joint(self, values: list[torch.Tensor], raw_columns: list[torch.Tensor],
@@ -228,50 +236,77 @@ def _entropy_weight(head: nn.Module) -> float:
     return 1.0 / sum(math.log(n) for n in head.nvec if n >= 2)
 
 
-def _links(parts: list[ActionPart], links: dict[str, Any], space: spaces.Space
-           ) -> tuple[list[int], list[torch.Tensor]]:
-    """``policy.action_links`` -> the linking parts' indices and, for each, its ``selects [n, P]`` bool table
-    (core.linked_active): row ``c`` is False at the parts that the link governs and choice ``c`` does not select,
-    True elsewhere.
+def _links(parts: list[ActionPart], links: dict[Any, Any], space: spaces.Space
+           ) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor]]:
+    """``policy.action_links`` -> for each link, in an order where a link comes after every link that governs its
+    own part: the linking part's index, its ``selects [n, P]`` bool table (core.linked_active: row ``c`` False at
+    the parts the link governs that choice ``c`` does not select, True elsewhere) and the ``[P]`` bool parts it
+    governs.
+
+    Names are strings (a Dict key, a Tuple index, nested names joined by dots); an int key, choice or target is
+    read as its string. A target that names a Dict or Tuple part selects every part inside it.
 
     Raises:
         ConfigError: one line, for a key or a target that names no part, a key that is not a Discrete part, a
-            choice that is not an integer in ``0 .. n - 1``, or a part linked to itself.
+            choice that is not an integer in ``0 .. n - 1``, a part that selects itself, or links that form a
+            cycle (a part that, through other parts, selects itself).
     """
     names = [part.name for part in parts]
-    known = ", ".join(names)
-    keys, tables = [], []
+    known = clipped(", ".join(names), 60)
+    found: list[tuple[int, np.ndarray]] = []
     for key, choices in links.items():
+        key = str(key)
         where = f"policy.action_links.{key}"
         if key not in names:
-            raise ConfigError(f"{where}: the action space {space_text(space, 60)} has no part {key!r}; its parts are "
-                              f"{known}")
+            raise ConfigError(f"{where}: the action space {space_text(space, 40)} has no part {clipped(key, 20)!r}; "
+                              f"its parts are {known}")
         k = names.index(key)
         part = parts[k]
         if not isinstance(part.space, spaces.Discrete):
             raise ConfigError(f"{where}: a link goes from a Discrete part; {key!r} is {space_text(part.space, 60)}")
         n = int(part.space.n)
-        table = np.ones((n, len(parts)), dtype=bool)
-        chosen: dict[int, list[str]] = {}
+        chosen: dict[int, set[int]] = {}
         for choice, targets in choices.items():
             try:
                 c = int(choice)
             except (TypeError, ValueError):
                 c = -1
             if str(choice).strip() != str(c) or not 0 <= c < n:
-                raise ConfigError(f"{where}: choice {choice!r} is not one of {key!r}'s choices 0..{n - 1} (indices "
-                                  "without the Discrete start)")
-            for target in targets:
-                if target not in names:
-                    raise ConfigError(f"{where}.{choice}: the action space has no part {target!r}; its parts are "
-                                      f"{known}")
-                if target == key:
-                    raise ConfigError(f"{where}.{choice}: a part cannot select itself")
-            chosen[c] = list(targets)
-        governed = {names.index(t) for targets in chosen.values() for t in targets}
+                raise ConfigError(f"{where}: choice {clipped(choice, 20)!r} is not one of the choices 0..{n - 1} of "
+                                  f"{key!r} (indices from 0, whatever the Discrete's start)")
+            selected: set[int] = set()
+            for target in map(str, targets):
+                inside = [i for i, name in enumerate(names) if name == target or name.startswith(target + ".")]
+                if not inside:
+                    raise ConfigError(f"{where}.{c}: the action space has no part {clipped(target, 20)!r}; its "
+                                      f"parts are {known}")
+                if k in inside:
+                    raise ConfigError(f"{where}.{c}: a part cannot select itself")
+                selected.update(inside)
+            chosen[c] = selected
+        governed = np.zeros(len(parts), dtype=bool)
+        governed[sorted(set().union(*chosen.values()))] = True
+        table = np.ones((n, len(parts)), dtype=bool)
         for c in range(n):
-            for p in governed:
-                table[c, p] = names[p] in chosen.get(c, [])
-        keys.append(k)
-        tables.append(torch.as_tensor(table))
-    return keys, tables
+            table[c, governed] = False
+            table[c, sorted(chosen.get(c, set()))] = True
+        found.append((k, table, governed))
+    order = _governing_order([(k, governed) for k, _, governed in found], names)
+    return ([found[i][0] for i in order], [torch.as_tensor(found[i][1]) for i in order],
+            [torch.as_tensor(found[i][2]) for i in order])
+
+
+def _governing_order(links: list[tuple[int, np.ndarray]], names: list[str]) -> list[int]:
+    """The links in an order where each comes after every link that governs its linking part (a topological
+    order); ConfigError (one line) for a cycle."""
+    order: list[int] = []
+    left = list(range(len(links)))
+    while left:
+        ready = [i for i in left if not any(links[j][1][links[i][0]] for j in left if j != i)]
+        if not ready:
+            cycle = ", ".join(repr(names[links[i][0]]) for i in left)
+            raise ConfigError(f"policy.action_links: the links of {clipped(cycle, 60)} form a cycle (a part that "
+                              "selects, through others, the part that selects it)")
+        order.append(ready[0])
+        left.remove(ready[0])
+    return order

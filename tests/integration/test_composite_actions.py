@@ -200,7 +200,8 @@ def test_a_checkpoint_stores_tuple_and_dict_action_spaces():
     (HYBRID, {"kinds": {"0": ["p0"]}}, "policy.action_links.kinds: the action space"),
     (HYBRID, {"kind": {"0": ["q"]}}, "policy.action_links.kind.0: the action space has no part 'q'"),
     (HYBRID, {"p0": {"0": ["p1"]}}, "a link goes from a Discrete part; 'p0' is Box"),
-    (HYBRID, {"kind": {"3": ["p1"]}}, "choice '3' is not one of 'kind''s choices 0..2"),
+    (HYBRID, {"kind": {"3": ["p1"]}}, "choice '3' is not one of the choices 0..2 of 'kind'"),
+    (HYBRID, {"kind": {"0": ["p1"]}, "p1": {}}, "policy.action_links.p1 = {}: needs a table of choice"),
     (HYBRID, {"kind": {"x": ["p1"]}}, "choice 'x' is not one of"),
     (HYBRID, {"kind": {"0": ["kind"]}}, "a part cannot select itself"),
     (spaces.Discrete(3), {"kind": {"0": ["p0"]}}, "policy.action_links needs a Dict or Tuple action space"),
@@ -224,6 +225,30 @@ def test_the_cli_refuses_a_bad_link_in_one_line_with_exit_2(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: policy.action_links.kind.0: the action space has no part 'walk'"), lines
     assert "Traceback" not in proc.stderr
+
+
+CHAIN = spaces.Dict({"a": spaces.Discrete(2), "b": spaces.Discrete(2, start=5), "p": spaces.Box(-1, 1, (1,)),
+                     "q": spaces.Dict({"x": spaces.Box(-1, 1, (1,)), "y": spaces.Discrete(3)})})
+
+
+def test_chained_links_count_a_part_only_where_every_choice_above_it_had_an_effect():
+    """a: 0 selects b, 1 selects q (a Dict: both its parts); b: 0 selects p. Where a = 1, b had no effect, so
+    neither has p. Keys, choices and targets given as ints are read as names; the order of the links is free."""
+    model = actor(CHAIN, {"b": {0: ["p"]}, "a": {0: ["b"], "1": ["q"]}})
+    assert [p.name for p in model.parts] == ["a", "b", "p", "q.x", "q.y"]
+    raw = torch.tensor([[0.0, 0, 0, 0, 0], [0, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0]])
+    assert model._active(model.split_raw(raw)).int().tolist() == [
+        [1, 1, 1, 0, 0], [1, 1, 0, 0, 0], [1, 0, 0, 1, 1], [1, 0, 0, 1, 1]]
+    features = torch.randn(4, 5)
+    parts = reference_log_probs(model, features, raw)
+    active = model._active(model.split_raw(raw)).double()
+    torch.testing.assert_close(model.log_prob(features, raw).double(), (parts * active).sum(-1), rtol=1e-5,
+                               atol=1e-4)
+
+
+def test_links_that_form_a_cycle_are_refused_in_one_line():
+    with pytest.raises(ConfigError, match=r"^policy.action_links: the links of 'a', 'b' form a cycle"):
+        actor(CHAIN, {"a": {"0": ["b"]}, "b": {"0": ["a"]}})
 
 
 def test_policy_config_refuses_links_of_the_wrong_shape():
