@@ -42,7 +42,13 @@ import core
 from shell.actions import ActionPart, action_parts
 from shell.config import PolicyConfig
 from shell.errors import ConfigError, clipped, space_text
-from shell.policies.heads import BernoulliActor, CategoricalActor, SquashedGaussianActor, check_mask_shape
+from shell.policies.heads import (
+    BernoulliActor,
+    CategoricalActor,
+    SquashedGaussianActor,
+    check_mask_shape,
+    make_leaf_actor,
+)
 
 
 class CompositeActor(nn.Module):
@@ -67,7 +73,7 @@ class CompositeActor(nn.Module):
                  links: dict[str, Any] | None = None):
         super().__init__()
         self.parts: list[ActionPart] = action_parts(action_space)
-        self.heads = nn.ModuleList(_leaf_actor(in_size, part.space, cfg) for part in self.parts)
+        self.heads = nn.ModuleList(make_leaf_actor(in_size, part.space, cfg) for part in self.parts)
         #: each part's columns in the stored raw row and in the env action row
         self.raw_widths = [_raw_width(head) for head in self.heads]
         self.widths = [part.width for part in self.parts]
@@ -208,14 +214,6 @@ class CompositeActor(nn.Module):
     def entropy_weight(self, action_mask: torch.Tensor) -> torch.Tensor:
         """``[B]`` ones: a composite's entropy (:meth:`evaluate`) already holds each part's per-state weight."""
         return torch.ones(action_mask.shape[0], dtype=torch.float32, device=action_mask.device)
-
-
-def _leaf_actor(in_size: int, space: spaces.Space, cfg: PolicyConfig) -> nn.Module:
-    if isinstance(space, spaces.Box):
-        return SquashedGaussianActor(in_size, space, cfg)
-    if isinstance(space, spaces.MultiBinary):
-        return BernoulliActor(in_size, space, cfg)
-    return CategoricalActor(in_size, space, cfg)
 
 
 def _raw_width(head: nn.Module) -> int:

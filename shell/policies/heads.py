@@ -430,6 +430,11 @@ def make_actor(in_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.M
     if cfg.action_links:
         raise ConfigError(f"policy.action_links needs a Dict or Tuple action space; this env's is "
                           f"{space_text(action_space)}")
+    return make_leaf_actor(in_size, action_space, cfg)
+
+
+def make_leaf_actor(in_size: int, action_space: gym.Space, cfg: PolicyConfig) -> nn.Module:
+    """The head of a Box, Discrete, MultiDiscrete or MultiBinary space (alone, or a part of a composite)."""
     if isinstance(action_space, spaces.Box):
         return SquashedGaussianActor(in_size, action_space, cfg)
     if isinstance(action_space, spaces.MultiBinary):
