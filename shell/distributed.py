@@ -38,6 +38,7 @@ _lost = False
 
 LAUNCHER_GONE = 129  # the exit code of a rank whose launcher has ended: 128 + SIGHUP, as for a lost terminal
 _launcher: int | None = None  # the pid of torchrun's process, once end_with_launcher watches it
+SETTLE = 2.0  # seconds a rank that got a signal waits to see whether its launcher is ending with it
 _ending = threading.Lock()  # one line only, when the watch and a failed collective find the launcher gone at once
 
 
@@ -177,6 +178,26 @@ def launcher_has_ended() -> bool:
     as the watch does, with the launcher's line, and not as a stop request: nothing is written after the launcher
     is gone."""
     return _launcher is not None and os.getppid() != _launcher
+
+
+def settle_signal() -> None:
+    """Called by a rank that got SIGINT/SIGTERM while its launcher still looked alive, before it stops and saves:
+    wait up to :data:`SETTLE` seconds, and end as the watch does if the launcher ends in that time.
+
+    A launcher killed with SIGKILL is its ranks' parent until the kernel has torn it down, and a signal can reach
+    a rank first (seen in CI under load: the rank stopped, saved a checkpoint and said "interrupted by SIGTERM"
+    after its launcher was gone). A stop asked through a live launcher costs these seconds once. A no-op outside
+    torchrun.
+    """
+    if _launcher is None:
+        return
+    deadline = time.monotonic() + SETTLE
+    while True:
+        if launcher_has_ended():
+            _launcher_gone()
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
 
 
 def end_for_launcher() -> None:

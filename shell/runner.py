@@ -22,7 +22,7 @@ from shell.callbacks import CallbackContext, EvalEnv, TrainEnv, callback_states,
 from shell.checkpointer import Checkpointer
 from shell.config import Config, dump_toml
 from shell.devices import resolve_device
-from shell.distributed import Dist, RankLost
+from shell.distributed import Dist, RankLost, settle_signal
 from shell.envs import Rows, check_eval_env, env_package_versions, make_lanes, masks
 from shell.errors import ConfigError, TrainingError, said
 from shell.evaluation import EvalResult, EvalSpec, check_opponents, eval_fields, evaluate, resolve_opponents
@@ -469,6 +469,8 @@ class Trainer:
         if not self.dist.enabled:
             self.stop.check()
             return
+        if self.stop.requested:
+            settle_signal()  # a launcher killed with SIGKILL may still be our parent for a moment
         if self.dist.any(self.stop.requested, self.device):
             self.stop.request(signal.SIGTERM)  # a rank that saw no signal stops as if terminated
             self.stop.check()

@@ -541,3 +541,48 @@ def test_a_signal_to_a_rank_whose_launcher_has_ended_ends_it_as_the_watch_does()
     assert proc.returncode == 129, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("error: the torchrun launcher (pid "), proc.stderr
     assert "rank 1 of 2 stops here" in proc.stderr
+
+
+SIGNALLED_RANK = ("import os, signal, sys, time\n"
+                  "import shell.distributed as d\n"
+                  "from shell.cli import install_signal_handlers\n"
+                  "from shell.stop import StopRequest\n"
+                  "d.end_with_launcher(os.getppid())\n"
+                  "stop = StopRequest()\n"
+                  "install_signal_handlers(stop)\n"
+                  "print('ready', flush=True)\n"
+                  "while not stop.requested:\n"
+                  "    time.sleep(0.01)\n"
+                  "d.settle_signal()  # as Runner._check_stop does before the ranks agree to stop\n"
+                  "print('stopped', flush=True)\n")
+
+DYING_LAUNCHER = ("import os, signal, subprocess, sys, time\n"
+                  "rank = subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=subprocess.PIPE, text=True)\n"
+                  "assert rank.stdout.readline() == 'ready\\n'\n"
+                  "os.kill(rank.pid, signal.SIGTERM)\n"
+                  "if sys.argv[2] == 'dies':\n"
+                  "    time.sleep(0.5)  # the rank has its signal, and this process is still its parent\n"
+                  "    os._exit(9)\n"
+                  "print(rank.stdout.read(), end='', flush=True)\n"
+                  "sys.exit(rank.wait())\n")
+
+
+@pytest.mark.parametrize("launcher", ["dies", "lives"])
+def test_a_signal_that_comes_while_the_launcher_is_still_the_parent_waits_to_see_it_end(tmp_path, launcher):
+    """A rank's signal can come while its launcher, killed, is still its parent (the kernel has not finished
+    tearing it down): the rank waits up to SETTLE seconds before it stops; a launcher that ends in that time ends
+    the rank with the launcher's line and exit 129 (nothing saved), one that lives lets it stop as asked."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK": "0", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "test"}
+    with open(tmp_path / "stderr", "w") as stderr:  # the rank's stderr outlives a launcher that dies
+        launcher_proc = subprocess.run([sys.executable, "-c", DYING_LAUNCHER, SIGNALLED_RANK, launcher],
+                                       stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, timeout=60)
+    if launcher == "lives":
+        assert launcher_proc.returncode == 0 and launcher_proc.stdout == "stopped\n", launcher_proc
+        return
+    assert launcher_proc.returncode == 9
+    deadline = time.monotonic() + 30
+    while "error: " not in (tmp_path / "stderr").read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = (tmp_path / "stderr").read_text().strip().splitlines()
+    assert lines and lines[-1].startswith("error: the torchrun launcher (pid "), lines
+    assert "rank 0 of 2 stops here" in lines[-1]
