@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pyspiel = pytest.importorskip("pyspiel")
-
 from shell.games.exploitability import exact_exploitability, information_states
 from shell.inference import load_policy
+
+pyspiel = pytest.importorskip("pyspiel")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "policy_space_average.py"
