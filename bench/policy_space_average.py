@@ -25,16 +25,17 @@ import torch
 
 import shell
 from shell import lanes as lanes_module
-from shell.config.loading import read_toml, resolve_config_path
+from shell.config import load_config
+from shell.envs.openspiel import run_game
 from shell.games.exploitability import information_states, to_openspiel_policy
 
 
-def record(config: str, seed: int, every: int, overrides: list[str], run_dir: Path) -> tuple[str, int]:
-    """Train ``config`` and save its policy's table every ``every`` updates; returns (the game, the updates)."""
+def record(config: str, seed: int, every: int, overrides: list[str], run_dir: Path) -> None:
+    """Train ``config`` and save its policy's table every ``every`` updates in ``run_dir/tables.npz``."""
+    resolved = load_config(config, overrides)
+    game = run_game(resolved.env)  # the run's own game, its env.kwargs included
     tables: list[tuple[int, np.ndarray]] = []
     original = lanes_module.Lanes.after_update
-    game = read_toml(resolve_config_path(config))["env"]["id"]
-    game = next((o.split("=", 1)[1].strip('"') for o in overrides if o.startswith("env.id=")), game)
 
     def after_update(self, update, magnet_every, average_from=0):  # the run's own step, then a table
         original(self, update, magnet_every, average_from)
@@ -44,12 +45,11 @@ def record(config: str, seed: int, every: int, overrides: list[str], run_dir: Pa
 
     lanes_module.Lanes.after_update = after_update  # a bench's hook: the library has no per-update callback
     try:
-        shell.train(config, overrides=overrides, seed=seed, run_dir=run_dir, progress=False)
+        shell.train(resolved, seed=seed, run_dir=run_dir, progress=False)
     finally:
         lanes_module.Lanes.after_update = original
     np.savez(run_dir / "tables.npz", updates=np.array([u for u, _ in tables]),
-             tables=np.stack([t for _, t in tables]), game=np.array(game))
-    return game, int(tables[-1][0])
+             tables=np.stack([t for _, t in tables]), game=np.array(str(game)))
 
 
 def own_reach(game, states: dict, tables: np.ndarray) -> np.ndarray:
